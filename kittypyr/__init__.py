@@ -1,0 +1,40 @@
+"""kittypyr: the web archive of GNU Mailman 3 mailing lists."""
+
+from pyramid.config import Configurator
+from pyramid.scripting import prepare
+from pyramid.settings import aslist
+
+PARTS = (
+    "kittypyr.resources",
+    "kittypyr.catalog",
+    "kittypyr.views",
+)
+
+
+def main(global_config, **settings):
+    """Return the kittypyr WSGI application.
+
+    Packages named in ``pyramid.includes`` are included after kittypyr's own
+    parts, so that directives such as ``config.add_catalog_index`` exist
+    when their ``includeme`` runs.
+    """
+    extensions = aslist(settings.get("pyramid.includes", ""))
+    with Configurator(settings=dict(settings, **{"pyramid.includes": ""})) as config:
+        config.registry.settings["pyramid.includes"] = settings.get("pyramid.includes", "")
+        config.include("pyramid_chameleon")
+        config.include("pyramid_tm")
+        config.include("pyramid_retry")
+        config.include("pyramid_zodbconn")
+        for part in PARTS:
+            config.include(part)
+        for extension in extensions:
+            config.include(extension)
+        app = config.make_wsgi_app()
+    _bootstrap_storage(app.registry)
+    return app
+
+
+def _bootstrap_storage(registry):
+    """Create or upgrade the archive once at start-up, not in a page view."""
+    with prepare(registry=registry) as env:
+        env["request"].tm.commit()

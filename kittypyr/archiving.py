@@ -1,0 +1,202 @@
+"""Ingestion: turning raw mail into archived, threaded messages.
+
+``archive_message`` is the single way mail enters the archive, used by the
+command-line import and by the Mailman archiver API alike.
+
+Threading does not depend on arrival order. A message's parent is the
+In-Reply-To message if archived, else the nearest archived ancestor named in
+References (last to first). When a message names an ancestor that is not
+archived yet, it waits for it in ``mailing_list.waiting_for_parent``; when
+that ancestor arrives the waiting messages (and their sub-threads) move
+below it, and a thread emptied that way leaves its key behind as an alias.
+"""
+
+import logging
+
+from kittypyr.events import MessageArchived, ObjectAdded, ObjectModified, ThreadMerged, notify
+from kittypyr.mail import parse_message
+from kittypyr.msgid import message_id_hash
+from kittypyr.resources import MailingList, Message, Thread
+
+log = logging.getLogger(__name__)
+
+ARCHIVED = "archived"
+DUPLICATE = "duplicate"
+SKIPPED = "skipped"
+
+
+class StoreResult:
+    """What ``store_parsed`` did: ``outcome`` and the message concerned."""
+
+    def __init__(self, outcome, message=None, reason=""):
+        self.outcome = outcome
+        self.message = message
+        self.reason = reason
+
+    def __repr__(self):
+        return f"<StoreResult {self.outcome} {self.reason}>"
+
+
+def archive_message(mailing_list, raw_bytes, envelope_date=None, registry=None):
+    """Archive ``raw_bytes`` in ``mailing_list``.
+
+    Returns the stored ``Message``, or the one already archived under the
+    same Message-ID with the same content; returns None when the message
+    asks not to be archived (``X-No-Archive: yes``). Raises
+    ``kittypyr.mail.UnparseableMessage`` for bytes that are not mail.
+    """
+    parsed = parse_message(raw_bytes, envelope_date=envelope_date)
+    return store_parsed(mailing_list, parsed, registry=registry).message
+
+
+def _storage_id(messages, parsed):
+    """The Message-ID to store ``parsed`` under, or None if it is a duplicate.
+
+    A different message that reuses an archived Message-ID is kept under an
+    id derived from its content, so neither is lost and a re-import of
+    either stays idempotent.
+    """
+    message_id = parsed.message_id
+    existing = messages.get(message_id_hash(message_id))
+    if existing is None:
+        return message_id, None
+    if existing.fingerprint == parsed.fingerprint:
+        return None, existing
+    derived = f"{message_id}#{parsed.fingerprint[:16]}"
+    existing = messages.get(message_id_hash(derived))
+    if existing is not None:
+        return None, existing
+    return derived, None
+
+
+def store_parsed(mailing_list, parsed, registry=None):
+    """Store a ``kittypyr.mail.ParsedMail``; return a ``StoreResult``."""
+    if parsed.no_archive:
+        return StoreResult(SKIPPED, reason="the message asks not to be archived")
+    messages = mailing_list.messages
+    message_id, existing = _storage_id(messages, parsed)
+    if message_id is None:
+        return StoreResult(DUPLICATE, existing)
+
+    message = Message(parsed, message_id)
+    name = message_id_hash(message_id)
+    # Placed before it is added, so the catalog sees its thread at once.
+    parent = _choose_parent(mailing_list, message, name)
+    if parent is None:
+        thread = Thread()
+        message.thread = name
+    else:
+        message.parent = parent.__name__
+        thread = mailing_list.threads[parent.thread]
+        message.thread = thread.__name__
+    messages.add(name, message)
+    if parent is None:
+        # Added after its first message, so its aggregates are complete
+        # when the catalog indexes it.
+        mailing_list.threads.add(name, thread, send_events=False)
+        thread.add_message(message)
+        notify_added(thread, registry)
+    else:
+        thread.add_message(message)
+        notify(ObjectModified(thread), registry)
+    if message.attachments:
+        mailing_list.attachment_count.change(len(message.attachments))
+
+    _adopt_waiting(mailing_list, message, registry)
+    notify(MessageArchived(message, mailing_list), registry)
+    return StoreResult(ARCHIVED, message)
+
+
+def notify_added(resource, registry):
+    notify(ObjectAdded(resource, resource.__parent__, resource.__name__), registry)
+
+
+def _candidate_parents(message):
+    """Message-IDs that could be the parent, most preferred first."""
+    seen = set()
+    candidates = []
+    for message_id in (message.in_reply_to, *reversed(message.references)):
+        if message_id and message_id not in seen and message_id != message.message_id:
+            seen.add(message_id)
+            candidates.append(message_id)
+    return candidates
+
+
+def _is_ancestor(messages, maybe_ancestor_name, name):
+    """True if ``maybe_ancestor_name`` is ``name`` or lies above it."""
+    seen = set()
+    while name is not None and name not in seen:
+        if name == maybe_ancestor_name:
+            return True
+        seen.add(name)
+        node = messages.get(name)
+        name = node.parent if node is not None else None
+    return False
+
+
+def _choose_parent(mailing_list, message, name):
+    """Return the archived parent message of ``message`` or None.
+
+    Each more preferred candidate that is not archived yet gets ``name``
+    put on its waiting list, so it can adopt the message when it arrives.
+    """
+    messages = mailing_list.messages
+    waiting = mailing_list.waiting_for_parent
+    for candidate_id in _candidate_parents(message):
+        candidate_name = message_id_hash(candidate_id)
+        candidate = messages.get(candidate_name)
+        if candidate is None:
+            waiters = waiting.get(candidate_name, ())
+            if name not in waiters:
+                waiting[candidate_name] = waiters + (name,)
+            continue
+        if candidate_name == name or _is_ancestor(messages, name, candidate_name):
+            # Broken References that would make a cycle: skip that candidate.
+            continue
+        return candidate
+    return None
+
+
+def _adopt_waiting(mailing_list, newcomer, registry):
+    """Move the messages that were waiting for ``newcomer`` below it."""
+    waiters = mailing_list.waiting_for_parent.pop(newcomer.__name__, ())
+    messages = mailing_list.messages
+    for waiter_name in waiters:
+        waiter = messages.get(waiter_name)
+        if waiter is None or waiter.parent == newcomer.__name__:
+            continue
+        better = _choose_parent(mailing_list, waiter, waiter_name)
+        if better is not None and better.__name__ != waiter.parent:
+            _reparent(mailing_list, waiter, better, registry)
+
+
+def _reparent(mailing_list, message, new_parent, registry):
+    """Hang ``message`` and its sub-thread below ``new_parent``."""
+    threads = mailing_list.threads
+    old_thread = threads[message.thread]
+    new_thread = threads[new_parent.thread]
+    moved = old_thread.take_subtree(message.__name__)
+    message.parent = new_parent.__name__
+    for node in moved:
+        node.thread = new_thread.__name__
+        new_thread.add_message(node)
+        notify(ObjectModified(node, indexes=("thread",)), registry)
+    notify(ObjectModified(new_thread), registry)
+    if len(old_thread) == 0:
+        old_key = old_thread.__name__
+        threads.remove(old_key)
+        threads.aliases[old_key] = new_thread.__name__
+        notify(ThreadMerged(new_thread, old_key), registry)
+    elif old_thread is not new_thread:
+        notify(ObjectModified(old_thread), registry)
+
+
+def ensure_mailing_list(archive, address, display_name="", description=""):
+    """Return the archive's list for ``address``, creating it when unknown."""
+    address = address.strip().lower()
+    if "@" not in address:
+        raise ValueError(f"a list is named by its posting address, not {address!r}")
+    mailing_list = archive.lists.get(address)
+    if mailing_list is None:
+        mailing_list = archive.lists.add(address, MailingList(address, display_name, description))
+    return mailing_list

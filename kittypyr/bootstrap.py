@@ -1,0 +1,33 @@
+"""Finding the archive in the ZODB, and creating or upgrading it."""
+
+from pyramid_zodbconn import get_connection
+
+from kittypyr.catalog import catalog_is_in_sync, sync_catalog
+from kittypyr.resources import Archive
+
+ROOT_KEY = "kittypyr"
+
+# Numbered steps that upgrade an older persistent schema, in order. Each
+# takes the Archive; step N brings schema_version from N-1 to N.
+EVOLVE_STEPS = []
+
+
+def bootstrap_archive(zodb_root, registry):
+    """Return the Archive in ``zodb_root``, creating or upgrading it first.
+
+    Idempotent; changes are left to the caller's transaction.
+    """
+    archive = zodb_root.get(ROOT_KEY)
+    if archive is None:
+        archive = zodb_root[ROOT_KEY] = Archive()
+        archive.schema_version = len(EVOLVE_STEPS)
+    for version, step in enumerate(EVOLVE_STEPS[archive.schema_version :], archive.schema_version + 1):
+        step(archive)
+        archive.schema_version = version
+    if not catalog_is_in_sync(archive, registry):
+        sync_catalog(archive, registry)
+    return archive
+
+
+def root_factory(request):
+    return bootstrap_archive(get_connection(request).root(), request.registry)

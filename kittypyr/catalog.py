@@ -1,0 +1,279 @@
+"""The catalog: every index declared here, kept in step by subscribers here.
+
+Messages and threads are catalogued; a ``DocumentMap`` maps each docid to
+the resource's path. Discriminators are pure functions ``get_x(obj,
+default)`` that return ``default`` when they do not apply.
+
+Extensions add indexes with ``config.add_catalog_index(name, factory)``; a
+missing index is created and filled, and an index nobody declares any more
+is dropped, by the same ``sync_catalog`` run at start-up.
+"""
+
+import logging
+
+from pyramid.traversal import find_resource, find_root, resource_path
+from repoze.catalog.catalog import Catalog
+from repoze.catalog.document import DocumentMap
+from repoze.catalog.indexes.field import CatalogFieldIndex
+from repoze.catalog.indexes.keyword import CatalogKeywordIndex
+from repoze.catalog.indexes.text import CatalogTextIndex
+
+from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
+from kittypyr.mail import searchable_text
+from kittypyr.resources import Archive, Message, Thread
+from kittypyr.resources.thread import month_of
+
+log = logging.getLogger(__name__)
+
+INDEX_FACTORIES_KEY = "kittypyr.catalog_indexes"
+
+
+def get_kind(obj, default):
+    if isinstance(obj, Message):
+        return "message"
+    if isinstance(obj, Thread):
+        return "thread"
+    return default
+
+
+def get_list(obj, default):
+    if isinstance(obj, (Message, Thread)):
+        return obj.mailing_list.address
+    return default
+
+
+def get_date(obj, default):
+    """Seconds since the epoch: a message's date, a thread's start."""
+    if isinstance(obj, Message):
+        return int(obj.timestamp)
+    if isinstance(obj, Thread) and obj.date_started is not None:
+        return int(obj.date_started.timestamp())
+    return default
+
+
+def get_last_active(obj, default):
+    if isinstance(obj, Thread) and obj.last_date is not None:
+        return int(obj.last_date.timestamp())
+    return default
+
+
+def get_month(obj, default):
+    """'YYYY-MM' of a message; every month a thread has messages in."""
+    if isinstance(obj, Message):
+        return [month_of(obj.date)]
+    if isinstance(obj, Thread):
+        return list(obj.months.keys()) or default
+    return default
+
+
+def get_sender(obj, default):
+    if isinstance(obj, Message) and obj.sender_address:
+        return obj.sender_address.lower()
+    return default
+
+
+def get_thread(obj, default):
+    if isinstance(obj, Message):
+        return obj.thread
+    if isinstance(obj, Thread):
+        return obj.__name__
+    return default
+
+
+def get_has_attachment(obj, default):
+    if isinstance(obj, Message):
+        return bool(obj.attachments)
+    return default
+
+
+def get_text(obj, default):
+    """Subject, sender name and the author's own words (no quotes, no patches)."""
+    if isinstance(obj, Message):
+        # The text computed while parsing, when the message was just stored.
+        words = getattr(obj, "_v_searchable_text", None)
+        if words is None:
+            words = searchable_text(obj.body_text)
+        return " ".join((obj.subject, obj.sender_name, words))
+    return default
+
+
+def default_index_factories():
+    """Name -> callable making the index: the indexes kittypyr itself needs."""
+    return {
+        "kind": lambda: CatalogFieldIndex(get_kind),
+        "list": lambda: CatalogFieldIndex(get_list),
+        "date": lambda: CatalogFieldIndex(get_date),
+        "last_active": lambda: CatalogFieldIndex(get_last_active),
+        "month": lambda: CatalogKeywordIndex(get_month),
+        "sender": lambda: CatalogFieldIndex(get_sender),
+        "thread": lambda: CatalogFieldIndex(get_thread),
+        "has_attachment": lambda: CatalogFieldIndex(get_has_attachment),
+        "text": lambda: CatalogTextIndex(get_text),
+    }
+
+
+def declared_index_factories(registry):
+    factories = default_index_factories()
+    factories.update(registry.get(INDEX_FACTORIES_KEY, {}))
+    return factories
+
+
+def sync_catalog(archive, registry):
+    """Make the catalog hold exactly the declared indexes; return the names added.
+
+    Creates catalog and document map when missing. A newly declared index
+    is filled from every catalogued resource.
+    """
+    if archive.catalog is None:
+        archive.catalog = Catalog()
+        archive.document_map = DocumentMap()
+    catalog = archive.catalog
+    factories = declared_index_factories(registry)
+    for name in set(catalog.keys()) - set(factories):
+        log.info("dropping catalog index %r: no longer declared", name)
+        del catalog[name]
+    added = sorted(set(factories) - set(catalog.keys()))
+    for name in added:
+        catalog[name] = index = factories[name]()
+        for docid, path in archive.document_map.docid_to_address.items():
+            resource = _resolve(archive, docid, path)
+            if resource is not None:
+                index.index_doc(docid, resource)
+    return added
+
+
+def catalog_is_in_sync(archive, registry):
+    return archive.catalog is not None and set(archive.catalog.keys()) == set(
+        declared_index_factories(registry)
+    )
+
+
+def _catalog_of(resource):
+    root = find_root(resource)
+    if isinstance(root, Archive) and root.catalog is not None:
+        return root
+    return None
+
+
+def catalogued_in(resource):
+    """Iterate ``resource`` and everything below it that the catalog holds."""
+    pending = [resource]
+    while pending:
+        node = pending.pop()
+        if get_kind(node, None) is not None:
+            yield node
+        values = getattr(node, "values", None)
+        if values is not None and not isinstance(node, (Message, Thread)):
+            pending.extend(values())
+
+
+def index_resource(archive, resource, indexes=None):
+    """Index ``resource`` (or refresh it in ``indexes`` only); return its docid."""
+    path = resource_path(resource)
+    document_map = archive.document_map
+    docid = document_map.docid_for_address(path)
+    if docid is None:
+        docid = document_map.add(path)
+        archive.catalog.index_doc(docid, resource)
+    elif indexes is None:
+        archive.catalog.reindex_doc(docid, resource)
+    else:
+        for name in indexes:
+            archive.catalog[name].reindex_doc(docid, resource)
+    return docid
+
+
+def unindex_resource(archive, resource):
+    path = resource_path(resource)
+    docid = archive.document_map.docid_for_address(path)
+    if docid is not None:
+        archive.catalog.unindex_doc(docid)
+        archive.document_map.remove_docid(docid)
+
+
+def on_added(event):
+    """Index the added resource and every catalogued resource below it."""
+    archive = _catalog_of(event.object)
+    if archive is not None:
+        for resource in catalogued_in(event.object):
+            index_resource(archive, resource)
+
+
+def on_will_be_removed(event):
+    """Unindex the resource and everything below it, before it leaves."""
+    archive = _catalog_of(event.object)
+    if archive is not None:
+        for resource in catalogued_in(event.object):
+            unindex_resource(archive, resource)
+
+
+def on_modified(event):
+    archive = _catalog_of(event.object)
+    if archive is not None and get_kind(event.object, None) is not None:
+        index_resource(archive, event.object, event.indexes)
+
+
+def _resolve(archive, docid, path):
+    try:
+        return find_resource(archive, path)
+    except KeyError:
+        log.warning("catalog docid %s points at missing %s", docid, path)
+        return None
+
+
+def search(archive, query, sort_index=None, limit=None, reverse=False):
+    """Run a repoze.catalog query; return ``(total, resources)``.
+
+    ``resources`` is a lazy iterator of the matching resources in order;
+    docids whose resource is gone are skipped with a log line.
+    """
+    total, docids = archive.catalog.query(
+        query, sort_index=sort_index, limit=limit, reverse=reverse
+    )
+
+    def resources():
+        address_for = archive.document_map.address_for_docid
+        for docid in docids:
+            path = address_for(docid)
+            resource = None if path is None else _resolve(archive, docid, path)
+            if resource is not None:
+                yield resource
+
+    return total.total if hasattr(total, "total") else total, resources()
+
+
+def reindex_archive(archive, registry, commit=None, every=1000):
+    """Rebuild the catalog from the tree; ``commit()`` is called every ``every`` resources.
+
+    Returns the number of resources indexed.
+    """
+    archive.catalog = None
+    archive.document_map = None
+    sync_catalog(archive, registry)
+    count = 0
+    for resource in catalogued_in(archive):
+        index_resource(archive, resource)
+        count += 1
+        if commit is not None and count % every == 0:
+            commit()
+    if commit is not None:
+        commit()
+    return count
+
+
+def add_catalog_index(config, name, factory):
+    """Configuration directive: declare a catalog index made by ``factory()``."""
+
+    factory = config.maybe_dotted(factory)
+
+    def register():
+        config.registry.setdefault(INDEX_FACTORIES_KEY, {})[name] = factory
+
+    config.action(("kittypyr-catalog-index", name), register)
+
+
+def includeme(config):
+    config.add_directive("add_catalog_index", add_catalog_index)
+    config.add_subscriber(on_added, IObjectAdded)
+    config.add_subscriber(on_will_be_removed, IObjectWillBeRemoved)
+    config.add_subscriber(on_modified, IObjectModified)

@@ -1,0 +1,124 @@
+"""The ``kittypyr`` command: ``kittypyr COMMAND CONFIG ...``.
+
+Each command loads the application from CONFIG (an .ini file, as for
+``pserve``), so it sees the same storage, settings and extensions.
+"""
+
+import argparse
+import json
+import sys
+
+import transaction
+from pyramid.paster import bootstrap, setup_logging
+from repoze.catalog.query import Eq
+
+from kittypyr.catalog import reindex_archive, search
+
+
+def _environment(config_uri):
+    setup_logging(config_uri)
+    return bootstrap(config_uri)
+
+
+def command_import(args):
+    from kittypyr.importing import import_mail
+
+    with _environment(args.config) as env:
+        report = import_mail(
+            env["root"],
+            args.list_address,
+            args.paths,
+            transaction.manager,
+            batch_size=args.batch_size,
+            workers=args.workers,
+            progress=not args.quiet,
+        )
+    for line in report.summary():
+        print(line)
+    return 0 if report.ok else 1
+
+
+def command_reindex(args):
+    with _environment(args.config) as env:
+        count = reindex_archive(env["root"], env["registry"], commit=transaction.manager.commit)
+    print(f"indexed {count} resources")
+    return 0
+
+
+def _date_bound(archive, query, last):
+    total, resources = search(archive, query, sort_index="date", limit=1, reverse=last)
+    for message in resources:
+        return message.date.isoformat()
+    return None
+
+
+def archive_info(archive, list_address=None):
+    """The figures ``kittypyr info`` prints, as a dict."""
+    query = Eq("kind", "message")
+    if list_address is None:
+        mailing_lists = list(archive.lists.values())
+    else:
+        mailing_lists = [archive.lists[list_address.lower()]]
+        query = query & Eq("list", mailing_lists[0].address)
+    info = {
+        "messages": sum(m.message_count for m in mailing_lists),
+        "threads": sum(m.thread_count for m in mailing_lists),
+        "attachments": sum(m.attachment_count() for m in mailing_lists),
+        "first_date": _date_bound(archive, query, last=False),
+        "last_date": _date_bound(archive, query, last=True),
+    }
+    if list_address is None:
+        info["lists"] = len(mailing_lists)
+        info["mailing_lists"] = [m.address for m in mailing_lists]
+    else:
+        info["list"] = mailing_lists[0].address
+    return info
+
+
+def command_info(args):
+    with _environment(args.config) as env:
+        try:
+            info = archive_info(env["root"], args.list_address)
+        except KeyError:
+            print(f"no archived list {args.list_address!r}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="kittypyr", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("import", help="import mbox, Maildir or Pipermail files into a list")
+    p.add_argument("config")
+    p.add_argument("list_address", help="the list's posting address, e.g. dev@lists.example.org")
+    p.add_argument("paths", nargs="+", help="mbox (.gz), Maildir folders, Pipermail YYYY-Month.txt(.gz)")
+    p.add_argument("--batch-size", type=int, default=1000, help="messages per commit")
+    p.add_argument("--workers", type=int, default=None, help="parser processes (0: parse inline)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=command_import)
+
+    p = commands.add_parser("reindex", help="rebuild the catalog from the archive")
+    p.add_argument("config")
+    p.set_defaults(func=command_reindex)
+
+    p = commands.add_parser("info", help="counts and dates of the archive or one list")
+    p.add_argument("config")
+    p.add_argument("list_address", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=command_info)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Events that kittypyr notifies through the Pyramid registry.
+
+Extensions subscribe to them with ``config.add_subscriber(handler, EventClass)``.
+"""
+
+from pyramid.threadlocal import get_current_registry
+from zope.interface import Attribute, Interface, implementer
+
+
+class IObjectEvent(Interface):
+    object = Attribute("The resource the event is about")
+
+
+class IObjectAdded(IObjectEvent):
+    """A resource (and everything below it) was placed in the tree."""
+
+
+class IObjectWillBeRemoved(IObjectEvent):
+    """A resource (and everything below it) is about to leave the tree."""
+
+
+class IObjectModified(IObjectEvent):
+    """A resource's indexed attributes changed."""
+
+
+class IMessageArchived(IObjectEvent):
+    """A new message was stored in a mailing list's archive."""
+
+
+class IThreadMerged(IObjectEvent):
+    """A thread was absorbed into another; ``object`` is the thread that grew."""
+
+
+@implementer(IObjectAdded)
+class ObjectAdded:
+    def __init__(self, object, parent, name):
+        self.object = object
+        self.parent = parent
+        self.name = name
+
+
+@implementer(IObjectWillBeRemoved)
+class ObjectWillBeRemoved:
+    def __init__(self, object, parent, name):
+        self.object = object
+        self.parent = parent
+        self.name = name
+
+
+@implementer(IObjectModified)
+class ObjectModified:
+    """``indexes`` names the catalog indexes affected; None means all of them."""
+
+    def __init__(self, object, indexes=None):
+        self.object = object
+        self.indexes = indexes
+
+
+@implementer(IMessageArchived)
+class MessageArchived:
+    def __init__(self, message, mailing_list):
+        self.object = self.message = message
+        self.mailing_list = mailing_list
+
+
+@implementer(IThreadMerged)
+class ThreadMerged:
+    def __init__(self, thread, absorbed_key):
+        self.object = self.thread = thread
+        self.absorbed_key = absorbed_key
+
+
+def notify(event, registry=None):
+    """Send ``event`` to the subscribers of the active (or given) registry."""
+    (registry or get_current_registry()).notify(event)

@@ -1,0 +1,273 @@
+"""Bulk import of mail archive files into a list, in batches, resumably.
+
+Reading happens here, parsing in worker processes (the expensive, pure part),
+and storing in this process, so both cores work. Every message is accounted
+for: archived, duplicate, skipped or failed, each failure with its file,
+position and reason. Batches are committed whole; a batch that meets a
+write conflict (another process writing the same list) is replayed, and a
+message that breaks while being stored is set aside and the rest replayed,
+so one bad message never stops the import.
+"""
+
+import collections
+import logging
+import multiprocessing
+import os
+import sys
+from dataclasses import dataclass, field
+
+from ZODB.POSException import ConflictError
+
+from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
+from kittypyr.mail import UnparseableMessage, parse_message
+from kittypyr.mailboxes import MailSourceError, read_mail
+
+log = logging.getLogger(__name__)
+
+CHUNK = 64
+
+
+@dataclass
+class FileReport:
+    path: str
+    read: int = 0
+    archived: int = 0
+    duplicates: int = 0
+    skipped: collections.Counter = field(default_factory=collections.Counter)
+    failed: list = field(default_factory=list)  # (position, reason)
+    error: str = ""
+
+
+@dataclass
+class ImportReport:
+    files: list = field(default_factory=list)
+
+    def file(self, path):
+        for report in self.files:
+            if report.path == path:
+                return report
+        report = FileReport(path)
+        self.files.append(report)
+        return report
+
+    def total(self, attribute):
+        values = [getattr(f, attribute) for f in self.files]
+        if attribute == "skipped":
+            return sum((sum(v.values()) for v in values), 0)
+        if attribute == "failed":
+            return sum(len(v) for v in values)
+        return sum(values)
+
+    @property
+    def ok(self):
+        return not any(f.error or f.failed for f in self.files)
+
+    def summary(self):
+        """Human-readable lines: totals, then every reason and every failure."""
+        lines = [
+            "read {}, archived {}, duplicates {}, skipped {}, failed {}".format(
+                *(self.total(a) for a in ("read", "archived", "duplicates", "skipped", "failed"))
+            )
+        ]
+        for report in self.files:
+            for reason, count in sorted(report.skipped.items()):
+                lines.append(f"skipped {count} in {report.path}: {reason}")
+            for position, reason in report.failed:
+                lines.append(f"failed: {report.path}, message {position}: {reason}")
+            if report.error:
+                lines.append(f"error: {report.error}")
+        return lines
+
+
+@dataclass
+class Parsed:
+    """A message as it comes back from a parser process."""
+
+    source: str
+    position: int
+    mail: object = None  # kittypyr.mail.ParsedMail
+    failure: str = ""
+
+
+def parse_raw(raw_mail):
+    """Parse one ``RawMail``; never raises."""
+    try:
+        mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
+        return Parsed(raw_mail.source, raw_mail.position, mail)
+    except UnparseableMessage as exc:
+        return Parsed(raw_mail.source, raw_mail.position, failure=f"not parseable: {exc}")
+    except Exception as exc:  # a bug must cost one message, not the import
+        log.exception("parsing %s message %s", raw_mail.source, raw_mail.position)
+        return Parsed(raw_mail.source, raw_mail.position, failure=f"parser error: {exc!r}")
+
+
+def _parse_chunk(chunk):
+    return [parse_raw(raw_mail) for raw_mail in chunk]
+
+
+def read_sources(paths, report):
+    """Yield every ``RawMail`` of ``paths``; record unreadable files in ``report``."""
+    for path in paths:
+        file_report = report.file(str(path))
+        try:
+            for raw_mail in read_mail(path):
+                file_report.read += 1
+                # Reported per file given, even for a Maildir's many files.
+                raw_mail.source = file_report.path
+                yield raw_mail
+        except MailSourceError as exc:
+            file_report.error = str(exc)
+            log.error("%s", exc)
+        except OSError as exc:
+            file_report.error = f"{path}: {exc.strerror or exc}"
+            log.error("%s", file_report.error)
+
+
+def _chunks(iterable, size):
+    chunk = []
+    for item in iterable:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def parse_all(raw_mails, workers):
+    """Yield ``Parsed`` in input order, parsing in ``workers`` processes.
+
+    At most a few chunks are in flight, so memory stays flat however large
+    the source is.
+    """
+    if workers <= 0:
+        for raw_mail in raw_mails:
+            yield parse_raw(raw_mail)
+        return
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers) as pool:
+        in_flight = collections.deque()
+        for chunk in _chunks(raw_mails, CHUNK):
+            in_flight.append(pool.apply_async(_parse_chunk, (chunk,)))
+            if len(in_flight) >= workers * 4:
+                yield from in_flight.popleft().get()
+        while in_flight:
+            yield from in_flight.popleft().get()
+
+
+def default_workers():
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
+
+
+class Importer:
+    """Stores parsed messages into one list in committed batches."""
+
+    def __init__(self, archive, list_address, transaction_manager, report,
+                 batch_size=1000, conflict_attempts=10, progress=None):
+        self.archive = archive
+        self.list_address = list_address
+        self.tm = transaction_manager
+        self.report = report
+        self.batch_size = batch_size
+        self.conflict_attempts = conflict_attempts
+        self.progress = progress
+
+    def run(self, parsed_stream):
+        batch = []
+        for parsed in parsed_stream:
+            batch.append(parsed)
+            if len(batch) >= self.batch_size:
+                self.flush(batch)
+                batch = []
+        if batch:
+            self.flush(batch)
+
+    def flush(self, batch):
+        """Store and commit ``batch``; account for every message in it."""
+        broken = {}  # index in batch -> reason
+        attempts = 0
+        while True:
+            try:
+                outcomes = self._store(batch, broken)
+            except ConflictError:
+                outcomes = None
+                self.tm.abort()
+                attempts += 1
+                if attempts >= self.conflict_attempts:
+                    raise
+                continue
+            if outcomes is None:
+                continue  # a message broke: it is now in ``broken``; replay the rest
+            try:
+                self.tm.commit()
+            except ConflictError:
+                self.tm.abort()
+                attempts += 1
+                if attempts >= self.conflict_attempts:
+                    raise
+                log.info("write conflict, replaying a batch of %d", len(batch))
+                continue
+            break
+        self.archive._p_jar.cacheGC()
+        for index, parsed in enumerate(batch):
+            file_report = self.report.file(parsed.source)
+            if index in broken:
+                file_report.failed.append((parsed.position, broken[index]))
+            elif parsed.failure:
+                file_report.failed.append((parsed.position, parsed.failure))
+            else:
+                outcome, reason = outcomes[index]
+                if outcome == ARCHIVED:
+                    file_report.archived += 1
+                elif outcome == DUPLICATE:
+                    file_report.duplicates += 1
+                elif outcome == SKIPPED:
+                    file_report.skipped[reason] += 1
+        if self.progress is not None:
+            self.progress.update(len(batch))
+
+    def _store(self, batch, broken):
+        """Store the batch in the open transaction; None if a message broke."""
+        mailing_list = ensure_mailing_list(self.archive, self.list_address)
+        outcomes = {}
+        for index, parsed in enumerate(batch):
+            if parsed.failure or index in broken:
+                continue
+            try:
+                result = store_parsed(mailing_list, parsed.mail)
+            except ConflictError:
+                raise
+            except Exception as exc:
+                log.exception("storing %s message %s", parsed.source, parsed.position)
+                broken[index] = f"could not be stored: {exc!r}"
+                self.tm.abort()
+                return None
+            outcomes[index] = (result.outcome, result.reason)
+        return outcomes
+
+
+def import_mail(archive, list_address, paths, transaction_manager, batch_size=1000,
+                workers=None, progress=True):
+    """Import every message of ``paths`` into the list ``list_address``.
+
+    Returns an ``ImportReport``. Raises nothing for bad input: unreadable
+    files and bad messages are in the report.
+    """
+    report = ImportReport()
+    for path in paths:
+        report.file(str(path))
+    if workers is None:
+        workers = default_workers()
+    bar = None
+    if progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit="msg", desc=list_address, file=sys.stderr)
+    try:
+        importer = Importer(archive, list_address, transaction_manager, report,
+                            batch_size=batch_size, progress=bar)
+        importer.run(parse_all(read_sources(paths, report), workers))
+    finally:
+        if bar is not None:
+            bar.close()
+    return report

@@ -1,0 +1,23 @@
+"""The persistent tree: Archive -> MailingList -> Thread / Message."""
+
+from kittypyr.resources.archive import Archive, MailingLists
+from kittypyr.resources.containers import Container
+from kittypyr.resources.mailinglist import MailingList, Messages, Threads
+from kittypyr.resources.message import Attachment, Message
+from kittypyr.resources.thread import Thread
+
+__all__ = [
+    "Archive",
+    "Attachment",
+    "Container",
+    "MailingList",
+    "MailingLists",
+    "Message",
+    "Messages",
+    "Thread",
+    "Threads",
+]
+
+
+def includeme(config):
+    config.set_root_factory("kittypyr.bootstrap.root_factory")

@@ -1,0 +1,43 @@
+"""The root of the archive and the folder of mailing lists."""
+
+from persistent import Persistent
+
+from kittypyr.resources.containers import Container
+
+
+class MailingLists(Container):
+    """All archived lists, keyed by posting address (lower case)."""
+
+
+class Archive(Persistent):
+    """The root resource (``__name__ == ''``).
+
+    Its only traversable child is ``list``. The catalog and its document map
+    are attributes, deliberately out of traversal's reach.
+    """
+
+    __name__ = ""
+    __parent__ = None
+
+    schema_version = 0
+
+    def __init__(self):
+        self.lists = MailingLists()
+        self.lists.__name__ = "list"
+        self.lists.__parent__ = self
+        self.catalog = None
+        self.document_map = None
+
+    def __getitem__(self, name):
+        if name == "list":
+            return self.lists
+        raise KeyError(name)
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def values(self):
+        return (self.lists,)

@@ -1,0 +1,88 @@
+"""A mailing list's archive: its messages and its threads."""
+
+from datetime import datetime, timezone
+
+from BTrees.Length import Length
+from BTrees.OOBTree import OOBTree
+from persistent import Persistent
+
+from kittypyr.resources.containers import Container
+
+
+class Messages(Container):
+    """Messages of one list, keyed by Message-ID hash."""
+
+
+class Threads(Container):
+    """Threads of one list, keyed by the hash of their first message.
+
+    A thread that was absorbed into another keeps its key as an alias, so
+    that its old URL can still lead to the conversation.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.aliases = OOBTree()
+
+    def resolve_alias(self, key):
+        """Return the live thread that ``key`` was merged into, or None."""
+        seen = set()
+        while key in self.aliases and key not in seen:
+            seen.add(key)
+            key = self.aliases[key]
+            if key in self.data:
+                return self.data[key]
+        return None
+
+
+class MailingList(Persistent):
+    """The archive of one list, named by its posting address.
+
+    Fixed children: ``message`` (by Message-ID hash) and ``thread``.
+    """
+
+    __name__ = None
+    __parent__ = None
+
+    archive_policy = "public"
+
+    def __init__(self, address, display_name="", description=""):
+        self.address = address.lower()
+        self.display_name = display_name or self.address.split("@")[0]
+        self.description = description
+        self.created = datetime.now(timezone.utc)
+        self.messages = Messages()
+        self.messages.__name__ = "message"
+        self.messages.__parent__ = self
+        self.threads = Threads()
+        self.threads.__name__ = "thread"
+        self.threads.__parent__ = self
+        # Message-ID hash not archived yet -> hashes of messages that would
+        # rather hang below it than where they hang now.
+        self.waiting_for_parent = OOBTree()
+        self.attachment_count = Length()
+
+    def __getitem__(self, name):
+        if name == "message":
+            return self.messages
+        if name == "thread":
+            return self.threads
+        raise KeyError(name)
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def values(self):
+        """Children that hold resources, for walking the tree."""
+        return (self.messages, self.threads)
+
+    @property
+    def message_count(self):
+        return len(self.messages)
+
+    @property
+    def thread_count(self):
+        return len(self.threads)

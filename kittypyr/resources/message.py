@@ -1,0 +1,104 @@
+"""A stored email and its attachments."""
+
+from datetime import timezone
+
+from persistent import Persistent
+from ZODB.blob import Blob
+
+
+def _blob_with(data):
+    blob = Blob()
+    with blob.open("w") as f:
+        f.write(data)
+    return blob
+
+
+def _read_blob(blob):
+    with blob.open("r") as f:
+        return f.read()
+
+
+class Attachment(Persistent):
+    """One MIME part kept as bytes in a ZODB blob.
+
+    ``index`` is the part's position in the message's MIME walk, which is
+    also its stable name in URLs.
+    """
+
+    def __init__(self, index, filename, content_type, data):
+        self.__name__ = str(index)
+        self.__parent__ = None
+        self.index = index
+        self.filename = filename
+        self.content_type = content_type
+        self.size = len(data)
+        self.blob = _blob_with(data)
+
+    def open(self):
+        return self.blob.open("r")
+
+    def data(self):
+        return _read_blob(self.blob)
+
+
+class Message(Persistent):
+    """One archived email.
+
+    Its ``__name__`` is the Message-ID hash; ``parent`` and ``thread`` hold
+    the hashes of its parent message and of its thread's key, so that moving
+    a message between threads never changes its URL. The original bytes are
+    kept in a blob.
+    """
+
+    __name__ = None
+    __parent__ = None
+
+    def __init__(self, parsed, message_id):
+        self.message_id = message_id
+        self.message_id_derived = parsed.message_id_derived or message_id != parsed.message_id
+        self.original_message_id = parsed.message_id
+        self.fingerprint = parsed.fingerprint
+        self.subject = parsed.subject
+        self.sender_name = parsed.sender_name
+        self.sender_address = parsed.sender_address
+        self.date = parsed.date.astimezone(timezone.utc)
+        self.date_offset = parsed.date_offset
+        self.in_reply_to = parsed.in_reply_to
+        self.references = tuple(parsed.references)
+        self.body_text = parsed.body_text
+        # Volatile: spares the catalog from deriving it again on arrival.
+        self._v_searchable_text = parsed.index_text
+        self.defects = tuple(parsed.defects)
+        self.parent = None
+        self.thread = None
+        self.size = len(parsed.raw)
+        self.original = _blob_with(parsed.raw)
+        attachments = []
+        for part in parsed.attachments:
+            attachment = Attachment(part.index, part.filename, part.content_type, part.data)
+            attachment.__parent__ = self
+            attachments.append(attachment)
+        self.attachments = tuple(attachments)
+
+    @property
+    def message_id_hash(self):
+        return self.__name__
+
+    @property
+    def mailing_list(self):
+        return self.__parent__.__parent__
+
+    @property
+    def timestamp(self):
+        return self.date.timestamp()
+
+    def original_bytes(self):
+        """The message exactly as it was received."""
+        return _read_blob(self.original)
+
+    def attachment(self, index):
+        """The attachment at MIME walk position ``index``; KeyError if none."""
+        for attachment in self.attachments:
+            if attachment.index == index:
+                return attachment
+        raise KeyError(index)

@@ -1,0 +1,161 @@
+"""A conversation: a tree of messages kept as hashes, not as children."""
+
+from BTrees.Length import Length
+from BTrees.OOBTree import OOBTree, OOTreeSet
+from persistent import Persistent
+
+# The key under which a thread keeps its top-level messages in ``children``.
+ROOTS = ""
+
+
+def month_of(date):
+    return f"{date.year:04d}-{date.month:02d}"
+
+
+def _bump(tree, key, delta):
+    count = tree.get(key, 0) + delta
+    if count > 0:
+        tree[key] = count
+    elif key in tree:
+        del tree[key]
+
+
+class Thread(Persistent):
+    """A tree of messages of one mailing list.
+
+    Messages stay in the list's ``message`` folder (their URLs never move);
+    the thread holds their hashes, the parent-to-children map and the
+    aggregates a listing needs (count, dates, months, participants), all
+    updated incrementally.
+    """
+
+    __name__ = None
+    __parent__ = None
+
+    def __init__(self):
+        self.starter = None
+        self.subject = ""
+        self.date_started = None
+        self.last_date = None
+        self.members = OOTreeSet()
+        self._count = Length()
+        # parent hash (ROOTS for top-level messages) -> sorted tuple of (timestamp, hash)
+        self.children = OOBTree()
+        self.months = OOBTree()
+        self.participants = OOBTree()
+
+    @property
+    def key(self):
+        return self.__name__
+
+    @property
+    def mailing_list(self):
+        return self.__parent__.__parent__
+
+    def __len__(self):
+        return self._count()
+
+    @property
+    def message_count(self):
+        return self._count()
+
+    def _messages(self):
+        return self.mailing_list.messages
+
+    def add_message(self, message):
+        """Record ``message`` (whose ``parent`` is set) as a member."""
+        self.members.add(message.__name__)
+        self._count.change(1)
+        parent = message.parent if message.parent in self.members else ROOTS
+        entry = (message.timestamp, message.__name__)
+        self.children[parent] = tuple(sorted(self.children.get(parent, ()) + (entry,)))
+        _bump(self.months, month_of(message.date), 1)
+        if message.sender_address:
+            _bump(self.participants, message.sender_address, 1)
+        if self.last_date is None or message.date > self.last_date:
+            self.last_date = message.date
+        if parent == ROOTS:
+            self._refresh_starter()
+
+    def remove_message(self, message):
+        """Forget ``message`` alone; its children become children of its parent."""
+        name = message.__name__
+        self.members.remove(name)
+        self._count.change(-1)
+        parent = message.parent if message.parent in self.members else ROOTS
+        siblings = tuple(e for e in self.children.get(parent, ()) if e[1] != name)
+        orphans = self.children.pop(name, ())
+        if siblings or orphans:
+            self.children[parent] = tuple(sorted(siblings + orphans))
+        elif parent in self.children:
+            del self.children[parent]
+        _bump(self.months, month_of(message.date), -1)
+        if message.sender_address:
+            _bump(self.participants, message.sender_address, -1)
+        self._refresh_dates()
+        self._refresh_starter()
+
+    def take_subtree(self, root_hash):
+        """Remove the messages from ``root_hash`` down; return them, root first.
+
+        Iterative on purpose: threads can be thousands of messages deep.
+        """
+        messages = self._messages()
+        root = messages[root_hash]
+        parent = root.parent if root.parent in self.members else ROOTS
+        remaining = tuple(e for e in self.children.get(parent, ()) if e[1] != root_hash)
+        if remaining:
+            self.children[parent] = remaining
+        elif parent in self.children:
+            del self.children[parent]
+        taken = []
+        pending = [root_hash]
+        while pending:
+            name = pending.pop()
+            message = messages[name]
+            taken.append(message)
+            for _, child in self.children.pop(name, ()):
+                pending.append(child)
+            self.members.remove(name)
+            self._count.change(-1)
+            _bump(self.months, month_of(message.date), -1)
+            if message.sender_address:
+                _bump(self.participants, message.sender_address, -1)
+        self._refresh_dates()
+        self._refresh_starter()
+        return taken
+
+    def _refresh_starter(self):
+        roots = self.children.get(ROOTS, ())
+        if not roots:
+            self.starter = None
+            self.date_started = None
+            self.subject = ""
+            return
+        starter = self._messages()[roots[0][1]]
+        self.starter = starter.__name__
+        self.date_started = starter.date
+        self.subject = starter.subject
+
+    def _refresh_dates(self):
+        messages = self._messages()
+        latest = None
+        for name in self.members:
+            date = messages[name].date
+            if latest is None or date > latest:
+                latest = date
+        self.last_date = latest
+
+    def walk(self):
+        """Yield ``(message_hash, depth)`` in reading order, depth-first by date."""
+        stack = [(name, 0) for _, name in reversed(self.children.get(ROOTS, ()))]
+        while stack:
+            name, depth = stack.pop()
+            yield name, depth
+            for _, child in reversed(self.children.get(name, ())):
+                stack.append((child, depth + 1))
+
+    def messages(self):
+        """The member messages in reading order."""
+        messages = self._messages()
+        return [messages[name] for name, _ in self.walk()]

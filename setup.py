@@ -1,0 +1,71 @@
+import os
+
+from setuptools import setup
+
+here = os.path.abspath(os.path.dirname(__file__))
+with open(os.path.join(here, "README.md"), encoding="utf-8") as f:
+    README = f.read()
+
+requires = [
+    "pyramid>=2.0",
+    "pyramid_chameleon",
+    "pyramid_tm",
+    "pyramid_retry",
+    "pyramid_zodbconn",
+    "ZODB>=6",
+    "zodburi",
+    "ZEO",
+    "repoze.catalog",
+    # repoze.catalog imports six without declaring it.
+    "six",
+    "mailmanclient",
+    "waitress",
+    "transaction",
+    "tqdm",
+    "charset-normalizer",
+    "inscriptis",
+    # Pyramid 2 still resolves asset specs through pkg_resources.
+    "setuptools<81",
+]
+
+tests_require = [
+    "pytest",
+    "WebTest",
+    "playwright",
+    "aiosmtpd",
+]
+
+setup(
+    name="kittypyr",
+    version="0.1.0",
+    description="A web archive for GNU Mailman 3 mailing lists on Pyramid and ZODB",
+    long_description=README,
+    long_description_content_type="text/markdown",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Framework :: Pyramid",
+        "Topic :: Communications :: Email :: Mailing List Servers",
+    ],
+    python_requires=">=3.10",
+    # The templates live at the top of the source tree but ship inside the
+    # package as kittypyr.templates, so an installed wheel renders them.
+    packages=[
+        "kittypyr",
+        "kittypyr.resources",
+        "kittypyr.views",
+        "kittypyr.templates",
+    ],
+    package_dir={"kittypyr.templates": "templates"},
+    package_data={
+        "kittypyr": ["static/*"],
+        "kittypyr.templates": ["*.pt"],
+    },
+    include_package_data=True,
+    zip_safe=False,
+    install_requires=requires,
+    extras_require={"testing": tests_require},
+    entry_points={
+        "paste.app_factory": ["main = kittypyr:main"],
+        "console_scripts": ["kittypyr = kittypyr.cli:main"],
+    },
+)

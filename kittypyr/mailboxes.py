@@ -1,0 +1,614 @@
+"""Reading raw messages out of mail archive files.
+
+Supported sources: mbox files (mboxo and mboxrd, plain or gzip-compressed),
+single RFC 5322 messages (".eml"), Pipermail (Mailman 2) monthly ``.txt``
+archives, and Maildir directories.
+
+Everything here is streaming: an mbox is read in chunks and split at the
+byte level, so multi-gigabyte archives never sit in memory as a whole; only
+the message currently being cut out does.
+"""
+
+import functools
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterator, Optional
+
+__all__ = ["MailSourceError", "RawMail", "detect_format", "read_mail"]
+
+# Large enough that the per-read Python overhead disappears against the
+# C-level searching, small enough to stay cache- and memory-friendly.
+_CHUNK = 1 << 20
+
+# How much of a file (decompressed) is looked at to decide what it is.
+_SNIFF_BYTES = 1 << 16
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+_PIPERMAIL_NAME = re.compile(
+    r"^\d{4}-(?:January|February|March|April|May|June|July|August|September"
+    r"|October|November|December)\.txt(?:\.gz)?$"
+)
+
+# Pipermail writes the envelope sender as "jdoe at example.com".
+_PIPERMAIL_ENVELOPE = re.compile(rb"From [^\s@]+ at [^\s@]+\s")
+
+# The exact envelope line Pipermail writes ("From <sender>  <ctime>"). When
+# it scrubs an attachment it leaves a "Url : ..." line with no blank line
+# after it, so in Pipermail files this line alone separates messages.
+_PIPERMAIL_SEPARATOR = re.compile(
+    rb"From \S+(?: at \S+)?  (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) "
+    rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    rb"[ \d]\d \d\d:\d\d:\d\d \d{4}\r?\n?$"
+)
+
+
+class MailSourceError(Exception):
+    """A source could not be read (fully). str() names the file and the reason."""
+
+    def __init__(self, path, reason):
+        super().__init__(path, reason)
+        self.path = str(path)
+        self.reason = reason
+
+    def __str__(self):
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class RawMail:
+    """One message as stored in a source.
+
+    ``raw`` holds the message bytes without the mbox ``From `` line, with
+    line endings as in the file; for mbox files ``>From `` quoting is undone,
+    for Pipermail files the "x at y" address headers are restored. ``position`` is the
+    1-based ordinal of the message within ``source``. ``envelope_date`` is the
+    UTC-aware date from the ``From `` line, or None when there is none or it
+    cannot be read.
+    """
+
+    raw: bytes
+    source: str
+    position: int
+    envelope_date: Optional[datetime]
+
+
+# --- envelope ("From ") lines -------------------------------------------
+
+# Body text may start a line with "From " right after a blank line (mboxo
+# and Pipermail do not quote it), so a separator must also carry a time and a
+# year; "From my point of view" has neither.
+_ENV_TIME = re.compile(rb"(?<!\d)\d{1,2}:\d{2}(?!\d)")
+_ENV_YEAR = re.compile(rb"(?<![\d:+\-])\d{4}(?![\d:])")
+
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        (b"jan", b"feb", b"mar", b"apr", b"may", b"jun",
+         b"jul", b"aug", b"sep", b"oct", b"nov", b"dec"),
+        start=1,
+    )
+}
+_MONTH_RE = rb"(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_TZ_RE = rb"([+-]\d{4}|[a-z]{1,5}(?![a-z]))"
+_TIME_RE = rb"(\d{1,2}):(\d{2})(?::(\d{2}))?"
+
+# asctime as written by MTAs ("Tue Mar  6 09:12:45 2007"), optionally with a
+# zone before or after the year and trailing junk such as "remote from x".
+_ASCTIME = re.compile(
+    _MONTH_RE + rb"\s+(\d{1,2}),?\s+" + _TIME_RE
+    + rb"(?:\s+" + _TZ_RE + rb")?\s+(\d{4})(?!\d)(?:\s+" + _TZ_RE + rb")?",
+    re.IGNORECASE,
+)
+# Some tools write an RFC 5322 date instead ("Sat, 1 Jan 2005 13:40:56 +0000").
+_RFCDATE = re.compile(
+    rb"(?<!\d)(\d{1,2})\s+" + _MONTH_RE + rb"\s+(\d{4})\s+" + _TIME_RE
+    + rb"(?:\s+" + _TZ_RE + rb")?",
+    re.IGNORECASE,
+)
+
+_ZONES = {
+    b"ut": 0, b"utc": 0, b"gmt": 0, b"z": 0, b"wet": 0,
+    b"bst": 60, b"cet": 60, b"met": 60, b"west": 60,
+    b"cest": 120, b"mest": 120, b"eet": 120, b"eest": 180,
+    b"msk": 180, b"ist": 330, b"jst": 540, b"kst": 540,
+    b"aest": 600, b"aedt": 660, b"nzst": 720, b"nzdt": 780,
+    b"ast": -240, b"adt": -180,
+    b"est": -300, b"edt": -240, b"cst": -360, b"cdt": -300,
+    b"mst": -420, b"mdt": -360, b"pst": -480, b"pdt": -420,
+}
+
+# Dates that tools write when they have none: public-inbox/mboxrd exports use
+# the epoch, git format-patch a fixed magic date. Neither says anything about
+# when the message was received.
+_PLACEHOLDER_DATES = {
+    datetime(1970, 1, 1, tzinfo=timezone.utc),
+    datetime(2001, 9, 17, tzinfo=timezone.utc),
+}
+
+
+def _is_envelope(line):
+    """Whether a line starting with b"From " looks like an mbox separator."""
+    return (
+        _ENV_TIME.search(line, 5) is not None
+        and _ENV_YEAR.search(line, 5) is not None
+    )
+
+
+def _zone_offset(token):
+    if not token:
+        return None
+    if token[:1] in b"+-":
+        minutes = int(token[1:3]) * 60 + int(token[3:5])
+        return -minutes if token[:1] == b"-" else minutes
+    return _ZONES.get(token.lower())
+
+
+# Archives often repeat the same envelope line (public-inbox writes one
+# placeholder line for every message), so parsing is worth caching.
+@functools.lru_cache(maxsize=512)
+def _envelope_date(line):
+    """Parse the date of a ``From `` line into an aware UTC datetime, or None.
+
+    Never raises: a From_ line without a usable date gives None, and so do
+    the well-known placeholder dates.
+    """
+    try:
+        text = line[5:]
+        match = _ASCTIME.search(text)
+        if match:
+            month, day, hour, minute, second, zone1, year, zone2 = match.groups()
+            zone = zone1 or zone2
+        else:
+            match = _RFCDATE.search(text)
+            if not match:
+                return None
+            day, month, year, hour, minute, second, zone = match.groups()
+        offset = _zone_offset(zone)
+        moment = datetime(
+            int(year),
+            _MONTHS[month[:3].lower()],
+            int(day),
+            int(hour),
+            int(minute),
+            min(int(second or 0), 59),
+            tzinfo=timezone.utc,
+        )
+        if offset:
+            moment -= timedelta(minutes=offset)
+        if moment in _PLACEHOLDER_DATES:
+            return None
+        return moment
+    except (ValueError, OverflowError, KeyError):
+        return None
+
+
+# --- message post-processing --------------------------------------------
+
+_MBOXRD_QUOTED = re.compile(rb"^>(>*From )", re.MULTILINE)
+
+
+def _unquote(raw):
+    if b">From " in raw:
+        return _MBOXRD_QUOTED.sub(rb"\1", raw)
+    return raw
+
+
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+
+# Address-bearing header fields (with their folded continuation lines).
+_ADDRESS_FIELD = re.compile(
+    rb"^((?:from|sender|reply-to|to|cc)[ \t]*:)(.*(?:\r?\n[ \t].*)*)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# An address that Pipermail wrote as "local at domain". The domain must end
+# in an alphabetic label after a dot so that phrases in display names
+# ("(Meet at noon)") are left alone.
+_OBFUSCATED = re.compile(
+    rb"(?<![^\s<(\",:;])"
+    rb"([A-Za-z0-9!#$%&'*+/=?^_`{|}~.\-]+) at "
+    rb"((?:[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,63})"
+    rb"(?=[\s>)\",;]|$)"
+)
+
+
+def _restore_field(match):
+    return match.group(1) + _OBFUSCATED.sub(rb"\1@\2", match.group(2))
+
+
+def _restore_addresses(raw):
+    """Undo Pipermail's "x at y" in the address headers of one message."""
+    end = _HEADER_END.search(raw)
+    cut = end.start() if end else len(raw)
+    header = raw[:cut]
+    if b" at " not in header:
+        return raw
+    return _ADDRESS_FIELD.sub(_restore_field, header) + raw[cut:]
+
+
+# --- opening and sniffing -----------------------------------------------
+
+
+def _describe(exc):
+    if isinstance(exc, EOFError):
+        return "compressed data ends early (truncated file?)"
+    if isinstance(exc, zlib.error):
+        return f"corrupt compressed data ({exc})"
+    if isinstance(exc, OSError):
+        if exc.strerror:
+            return exc.strerror
+        return str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
+class _Gunzip:
+    """A minimal reader of (multi-member) gzip data.
+
+    gzip.GzipFile discards everything a read() decompressed when it then
+    hits the end of a truncated file, which would lose up to a whole read's
+    worth of good messages. Here read() returns the data decoded so far and
+    the error is raised by the following call. zlib checks each member's
+    CRC and length itself.
+    """
+
+    # Compressed bytes fed to zlib at a time: this bounds what a corrupt
+    # block can take down with it.
+    _INPUT = 1 << 17
+
+    def __init__(self, path):
+        self._fh = open(path, "rb", buffering=0)
+        self._inflater = None  # None between members
+        self._pending = b""  # compressed bytes not yet decompressed
+        self._error = None
+        self._eof = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._fh.close()
+
+    def read(self, size):
+        """Return at least size bytes, fewer only at the end of the data."""
+        if self._error is not None:
+            raise self._error
+        parts = []
+        got = 0
+        try:
+            while got < size and not self._eof:
+                if not self._pending:
+                    self._pending = self._fh.read(self._INPUT)
+                    if not self._pending:
+                        if self._inflater is not None:
+                            raise EOFError("compressed data ends early")
+                        self._eof = True
+                        break
+                if self._inflater is None:
+                    # Padding with NUL bytes after the last member is legal.
+                    self._pending = self._pending.lstrip(b"\0")
+                    if not self._pending:
+                        continue
+                    self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+                data = self._inflater.decompress(self._pending)
+                if self._inflater.eof:
+                    self._pending = self._inflater.unused_data
+                    self._inflater = None
+                else:
+                    self._pending = b""
+                if data:
+                    parts.append(data)
+                    got += len(data)
+        except (EOFError, zlib.error) as exc:
+            self._error = exc
+            if not parts:
+                raise
+        return b"".join(parts)
+
+
+def _open(path, gzipped):
+    if gzipped:
+        return _Gunzip(path)
+    return open(path, "rb", buffering=0)
+
+
+def _sample(path):
+    """Return (start of the content, whether the file is gzip-compressed).
+
+    The content is decompressed if need be. A truncated or partly corrupt
+    gzip file still gives what could be decompressed, so that it is
+    recognised for what it is and its good part read; only a file that does
+    not decompress at all fails here.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(_SNIFF_BYTES)
+        if head[:2] != _GZIP_MAGIC:
+            return head, False
+        head += fh.read(_SNIFF_BYTES * 3)
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    try:
+        return inflater.decompress(head, _SNIFF_BYTES), True
+    except zlib.error as exc:
+        raise MailSourceError(path, f"not a readable gzip file ({exc})") from exc
+
+
+_HEADER_LINE = re.compile(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:")
+_CONTINUATION = re.compile(rb"^[ \t]")
+
+# A lone "Name: value" line is common in plain text; a message has at least
+# one of these.
+_MESSAGE_FIELDS = frozenset(
+    (
+        b"from", b"to", b"cc", b"date", b"subject", b"message-id",
+        b"received", b"return-path", b"delivered-to", b"mime-version",
+        b"sender", b"reply-to", b"content-type", b"in-reply-to",
+        b"references", b"newsgroups", b"list-id", b"x-original-to",
+        b"envelope-to", b"dkim-signature", b"authentication-results",
+    )
+)
+
+
+def _skip_blank(data):
+    """Offset of the first line in data that is not whitespace-only."""
+    pos = 0
+    length = len(data)
+    while pos < length:
+        nl = data.find(b"\n", pos)
+        end = length if nl < 0 else nl + 1
+        if data[pos:end].strip():
+            return pos
+        pos = end
+    return length
+
+
+def _looks_like_header_block(lines):
+    seen_field = False
+    in_field = False
+    for line in lines:
+        if not line.strip():
+            break
+        match = _HEADER_LINE.match(line)
+        if match:
+            in_field = True
+            if match.group(1).lower() in _MESSAGE_FIELDS:
+                seen_field = True
+        elif not (in_field and _CONTINUATION.match(line)):
+            return False
+    return seen_field
+
+
+def _classify(path, data, name):
+    """Return 'empty', 'mbox', 'pipermail' or 'eml' for the start of a file."""
+    start = _skip_blank(data)
+    if start >= len(data):
+        return "pipermail" if _PIPERMAIL_NAME.match(name) else "empty"
+    lines = data[start:].splitlines()
+    if len(data) >= _SNIFF_BYTES and len(lines) > 1:
+        lines.pop()  # cut off by the sample size
+    first = lines[0]
+    if first.startswith(b"From "):
+        if _is_envelope(first) or (len(lines) > 1 and _HEADER_LINE.match(lines[1])):
+            if _PIPERMAIL_NAME.match(name) or _PIPERMAIL_ENVELOPE.match(first):
+                return "pipermail"
+            return "mbox"
+        raise MailSourceError(
+            path, "not mail: starts with 'From ' but not with an mbox envelope line"
+        )
+    if _HEADER_LINE.match(first) and _looks_like_header_block(lines):
+        return "eml"
+    if b"\x00" in data[:4096] or re.search(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]", first):
+        raise MailSourceError(path, "not mail: binary data")
+    raise MailSourceError(
+        path, "not mail: neither an mbox nor a message (no 'From ' line or headers)"
+    )
+
+
+def _is_maildir(path):
+    return os.path.isdir(os.path.join(path, "cur")) or os.path.isdir(
+        os.path.join(path, "new")
+    )
+
+
+def _sniff(path):
+    """Return (kind, gzipped) for a file; raise MailSourceError if not mail.
+
+    kind is one of 'mbox', 'pipermail', 'eml' or 'empty'.
+    """
+    try:
+        data, gzipped = _sample(path)
+    except OSError as exc:
+        raise MailSourceError(path, _describe(exc)) from exc
+    return _classify(path, data, os.path.basename(path)), gzipped
+
+
+def detect_format(path) -> str:
+    """Return 'mbox', 'pipermail' or 'maildir' for a mail source.
+
+    Single-message (.eml) files and empty files count as 'mbox' (an empty
+    file named like a Pipermail month as 'pipermail'). Raises
+    MailSourceError for a path that is missing, unreadable, or not mail.
+    """
+    path = os.fsdecode(path)
+    if os.path.isdir(path):
+        if _is_maildir(path):
+            return "maildir"
+        raise MailSourceError(path, "directory is not a Maildir (no cur/ or new/)")
+    kind, _ = _sniff(path)
+    return "pipermail" if kind == "pipermail" else "mbox"
+
+
+# --- reading ------------------------------------------------------------
+
+
+def read_mail(path) -> Iterator[RawMail]:
+    """Yield every message of a mail source, in file order.
+
+    If the source breaks part-way (truncated or corrupt compression, an I/O
+    error) or is not mail at all, every complete message before the damage
+    is yielded first and then MailSourceError is raised; reading never stops
+    silently. An empty file yields nothing.
+    """
+    path = os.fsdecode(path)
+    if os.path.isdir(path):
+        if not _is_maildir(path):
+            raise MailSourceError(path, "directory is not a Maildir (no cur/ or new/)")
+        yield from _read_maildir(path)
+        return
+    kind, gzipped = _sniff(path)
+    count = 0
+    try:
+        with _open(path, gzipped) as stream:
+            if kind == "eml":
+                messages = _read_single(stream, path)
+            else:
+                # Empty-looking files are streamed too: a gzip file can look
+                # empty in the sample only because it is broken.
+                messages = _split_mbox(stream, path, kind == "pipermail")
+            for message in messages:
+                count += 1
+                yield message
+    except (OSError, EOFError, zlib.error) as exc:
+        raise MailSourceError(
+            path, f"{_describe(exc)} (after {count} complete messages)"
+        ) from exc
+
+
+def _read_single(stream, path):
+    data = bytearray()
+    while True:
+        chunk = stream.read(_CHUNK)
+        if not chunk:
+            break
+        data += chunk
+    data = bytes(data)
+    yield RawMail(data[_skip_blank(data):], path, 1, None)
+
+
+def _split_mbox(stream, path, pipermail):
+    """Split an mbox stream into RawMail objects.
+
+    A message ends where a line that follows an empty line (or the start of
+    the message) begins with b"From " and looks like an envelope line. The
+    empty separator line is not part of the message.
+
+    The buffer is only re-sliced when more data is read, never per message,
+    and each read is at least as large as the pending data, so that neither
+    many small messages nor one huge message cause quadratic copying.
+    """
+    read = stream.read
+    buf = b""
+    eof = False
+
+    # Locate the first envelope line, skipping blank lines before it.
+    while True:
+        start = _skip_blank(buf)
+        if start < len(buf):
+            nl = buf.find(b"\n", start)
+            if nl >= 0 or eof:
+                break
+        elif eof:
+            return
+        chunk = read(_CHUNK)
+        if chunk:
+            buf = buf[start:] + chunk
+        else:
+            eof = True
+    if not buf.startswith(b"From ", start):
+        raise MailSourceError(path, "not mail: no mbox 'From ' line where a message should start")
+    base = len(buf) if nl < 0 else nl + 1
+    envelope = buf[start:base]
+
+    position = 0
+    scan = base
+    find = buf.find
+    while True:
+        i = find(b"\nFrom ", scan)
+        if i >= 0:
+            # buf[i] ends the line before the candidate; that line must be
+            # empty: buf[i] starts the message or follows a line end.
+            blank_before = (
+                i == base
+                or buf[i - 1] == 0x0A
+                or (buf[i - 1] == 0x0D and (i - 1 == base or buf[i - 2] == 0x0A))
+            )
+            if not (blank_before or pipermail):
+                scan = i + 1
+                continue
+            line_end = find(b"\n", i + 1)
+            if line_end >= 0 or eof:
+                if line_end < 0:
+                    line_end = len(buf) - 1
+                line = buf[i + 1:line_end + 1]
+                if blank_before:
+                    if not _is_envelope(line):
+                        scan = i + 1
+                        continue
+                    cut = i - 1 if i > base and buf[i - 1] == 0x0D else i
+                elif _PIPERMAIL_SEPARATOR.match(line):
+                    cut = i + 1
+                else:
+                    scan = i + 1
+                    continue
+                position += 1
+                yield _finish(buf[base:cut], path, position, envelope, pipermail)
+                envelope = line
+                base = scan = line_end + 1
+                continue
+            scan = i
+        elif eof:
+            break
+        else:
+            # Re-search the last few bytes: a separator may straddle reads.
+            scan = max(base, len(buf) - 5)
+        chunk = read(max(_CHUNK, len(buf) - base))
+        if chunk:
+            buf = buf[base:] + chunk
+            scan -= base
+            base = 0
+            find = buf.find
+        else:
+            eof = True
+
+    raw = buf[base:]
+    if raw.endswith(b"\r\n\r\n") or raw == b"\r\n":
+        raw = raw[:-2]
+    elif raw.endswith(b"\n\n") or raw == b"\n":
+        raw = raw[:-1]
+    position += 1
+    yield _finish(raw, path, position, envelope, pipermail)
+
+
+def _finish(raw, path, position, envelope, pipermail):
+    if pipermail:
+        raw = _restore_addresses(raw)
+    else:
+        raw = _unquote(raw)
+    return RawMail(raw, path, position, _envelope_date(envelope))
+
+
+def _read_maildir(path):
+    entries = []
+    for sub in ("cur", "new"):
+        folder = os.path.join(path, sub)
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise MailSourceError(folder, _describe(exc)) from exc
+        for name in names:
+            if name.startswith("."):
+                continue
+            full = os.path.join(folder, name)
+            if os.path.isfile(full):
+                entries.append((name, sub, full))
+    entries.sort()
+    for position, (_, _, full) in enumerate(entries, start=1):
+        try:
+            with open(full, "rb") as fh:
+                raw = fh.read()
+        except OSError as exc:
+            raise MailSourceError(full, _describe(exc)) from exc
+        yield RawMail(raw, path, position, None)

@@ -1,0 +1,455 @@
+import gzip
+import os
+import pickle
+from datetime import datetime, timezone
+
+import pytest
+
+from kittypyr.mailboxes import MailSourceError, RawMail, detect_format, read_mail
+
+
+def _message(n, body=b"Hello.\n"):
+    return (
+        b"From: user%d@example.com\n"
+        b"To: list@example.org\n"
+        b"Subject: message %d\n"
+        b"Message-ID: <m%d@example.com>\n"
+        b"\n" % (n, n, n)
+    ) + body
+
+
+def _mbox(*messages, envelope=b"From user@example.com Tue Mar  6 09:12:45 2007\n"):
+    return b"".join(envelope + m + b"\n" for m in messages)
+
+
+def _write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def _maildir(tmp_path, files):
+    root = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (root / sub).mkdir(parents=True)
+    for sub, name, data in files:
+        (root / sub / name).write_bytes(data)
+    return str(root)
+
+
+# --- mbox ----------------------------------------------------------------
+
+
+def test_mbox_positions_source_and_separator_stripping(tmp_path):
+    messages = [_message(n) for n in range(1, 6)]
+    path = _write(tmp_path, "list.mbox", _mbox(*messages))
+
+    mails = list(read_mail(path))
+
+    assert [m.raw for m in mails] == messages
+    assert [m.position for m in mails] == [1, 2, 3, 4, 5]
+    assert all(isinstance(m, RawMail) and m.source == path for m in mails)
+    assert detect_format(path) == "mbox"
+
+
+def test_mboxrd_unquoting(tmp_path):
+    body = (
+        b"First line\n"
+        b"\n"
+        b">From the start it was quoted once.\n"
+        b">>From here it was quoted twice.\n"
+        b"> From a reply, with a space: not a quoted From_.\n"
+        b"x>From not at the line start.\n"
+    )
+    path = _write(tmp_path, "rd.mbox", _mbox(_message(1, body), _message(2)))
+
+    mails = list(read_mail(path))
+
+    assert len(mails) == 2
+    assert mails[0].raw.endswith(
+        b"\n"
+        b"From the start it was quoted once.\n"
+        b">From here it was quoted twice.\n"
+        b"> From a reply, with a space: not a quoted From_.\n"
+        b"x>From not at the line start.\n"
+    )
+
+
+def test_body_from_line_after_blank_line_does_not_split(tmp_path):
+    body = (
+        b"Some text.\n"
+        b"\n"
+        b"From my point of view, this is fine.\n"
+        b"\n"
+        b"From here on, at 10:30 we meet.\n"
+    )
+    path = _write(tmp_path, "o.mbox", _mbox(_message(1, body), _message(2)))
+
+    mails = list(read_mail(path))
+
+    assert [m.raw for m in mails] == [_message(1, body), _message(2)]
+
+
+def test_mboxo_from_line_without_blank_line_before_does_not_split(tmp_path):
+    body = b"text\nFrom someone@example.com Tue Mar  6 09:12:45 2007\nmore\n"
+    path = _write(tmp_path, "o.mbox", _mbox(_message(1, body), _message(2)))
+
+    assert [m.raw for m in read_mail(path)] == [_message(1, body), _message(2)]
+
+
+def test_only_one_blank_line_is_stripped(tmp_path):
+    data = (
+        b"From a@example.com Tue Mar  6 09:12:45 2007\n" + _message(1) + b"\n\n"
+        b"From b@example.com Tue Mar  6 09:12:46 2007\n" + _message(2) + b"\n\n"
+    )
+    path = _write(tmp_path, "x.mbox", data)
+
+    assert [m.raw for m in read_mail(path)] == [_message(1) + b"\n", _message(2) + b"\n"]
+
+
+def test_last_message_without_trailing_newline(tmp_path):
+    envelope = b"From a@example.com Tue Mar  6 09:12:45 2007\n"
+    data = _mbox(_message(1)) + envelope + _message(2, b"end")
+    path = _write(tmp_path, "x.mbox", data)
+
+    assert [m.raw for m in read_mail(path)] == [_message(1), _message(2, b"end")]
+
+
+def test_leading_blank_lines_are_skipped(tmp_path):
+    path = _write(tmp_path, "x.mbox", b"\n\r\n  \n" + _mbox(_message(1)))
+
+    assert [m.raw for m in read_mail(path)] == [_message(1)]
+
+
+def test_crlf_mbox(tmp_path):
+    def crlf(data):
+        return data.replace(b"\n", b"\r\n")
+
+    body = b"Line\n\nFrom my point of view.\n>From quoted.\n"
+    path = _write(tmp_path, "crlf.mbox", crlf(_mbox(_message(1, body), _message(2))))
+
+    mails = list(read_mail(path))
+
+    assert [m.raw for m in mails] == [
+        crlf(_message(1, b"Line\n\nFrom my point of view.\nFrom quoted.\n")),
+        crlf(_message(2)),
+    ]
+    assert mails[0].envelope_date == datetime(2007, 3, 6, 9, 12, 45, tzinfo=timezone.utc)
+
+
+def test_separator_across_read_boundaries(tmp_path, monkeypatch):
+    # Tiny reads put every possible split point between two reads.
+    monkeypatch.setattr("kittypyr.mailboxes._CHUNK", 7)
+    messages = [_message(n, b"x" * n + b"\n\nFrom me\n") for n in range(1, 30)]
+    path = _write(tmp_path, "small-reads.mbox", _mbox(*messages))
+
+    assert [m.raw for m in read_mail(path)] == messages
+
+
+def test_large_message(tmp_path, monkeypatch):
+    monkeypatch.setattr("kittypyr.mailboxes._CHUNK", 1024)
+    big = _message(2, b"y" * 200_000 + b"\n")
+    path = _write(tmp_path, "big.mbox", _mbox(_message(1), big, _message(3)))
+
+    assert [m.raw for m in read_mail(path)] == [_message(1), big, _message(3)]
+
+
+def test_empty_message_between_separators(tmp_path):
+    data = (
+        b"From a@example.com Tue Mar  6 09:12:45 2007\n\n"
+        b"From b@example.com Tue Mar  6 09:12:46 2007\n" + _message(2)
+    )
+    path = _write(tmp_path, "x.mbox", data)
+
+    assert [m.raw for m in read_mail(path)] == [b"", _message(2)]
+
+
+# --- envelope dates ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        (b"From a@b.c Tue Mar  6 09:12:45 2007", datetime(2007, 3, 6, 9, 12, 45)),
+        (b"From a@b.c  Wed Jun 3 18:57:07 2009", datetime(2009, 6, 3, 18, 57, 7)),
+        (b"From a@b.c Tue Mar  6 09:12:45 2007 +0100", datetime(2007, 3, 6, 8, 12, 45)),
+        (b"From a@b.c Tue Mar  6 09:12:45 PST 2007", datetime(2007, 3, 6, 17, 12, 45)),
+        (b"From a@b.c Tue Mar  6 09:12 2007 remote from x", datetime(2007, 3, 6, 9, 12)),
+        (b"From a@b.c Sat, 1 Jan 2005 13:40:56 -0500", datetime(2005, 1, 1, 18, 40, 56)),
+        (b"From a@b.c Tue Feb 31 09:12:45 2007", None),
+        (b"From a@b.c sometime 12:00 in 2007", None),
+        (b"From MAILER-DAEMON Thu Jan  1 00:00:00 1970", None),
+        (b"From 0123abcd Mon Sep 17 00:00:00 2001", None),
+    ],
+)
+def test_envelope_date(tmp_path, line, expected):
+    path = _write(tmp_path, "d.mbox", _mbox(_message(1), envelope=line + b"\n"))
+
+    (mail,) = read_mail(path)
+
+    if expected is not None:
+        expected = expected.replace(tzinfo=timezone.utc)
+    assert mail.envelope_date == expected
+    assert mail.envelope_date is None or mail.envelope_date.tzinfo is not None
+
+
+def test_weird_first_from_line_does_not_raise(tmp_path):
+    path = _write(tmp_path, "w.mbox", b"From ???\n" + _message(1))
+
+    (mail,) = read_mail(path)
+
+    assert mail.raw == _message(1)
+    assert mail.envelope_date is None
+
+
+# --- single messages, empty and non-mail files --------------------------
+
+
+def test_single_message_file(tmp_path):
+    data = (
+        b"Received: from x by y; Tue, 6 Mar 2007 09:12:45 +0000\n"
+        b"\tcontinued\n" + _message(1, b"Body\n\nFrom 10:00 to 11:00 in 2007.\n")
+    )
+    path = _write(tmp_path, "one.eml", data)
+
+    mails = list(read_mail(path))
+
+    assert detect_format(path) == "mbox"
+    assert [(m.raw, m.position, m.envelope_date) for m in mails] == [(data, 1, None)]
+
+
+def test_empty_file(tmp_path):
+    path = _write(tmp_path, "empty.mbox", b"")
+
+    assert list(read_mail(path)) == []
+    assert detect_format(path) == "mbox"
+
+
+def test_empty_gzip_file(tmp_path):
+    path = _write(tmp_path, "empty.mbox.gz", gzip.compress(b""))
+
+    assert list(read_mail(path)) == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10" + bytes(range(256)),
+        b"Just some notes.\nNothing to see here.\n",
+        b"Note: a text file with one colon line\nthen prose.\n",
+        b"From my point of view this is a letter, not a mailbox.\n",
+    ],
+    ids=["png", "text", "colon-text", "from-text"],
+)
+def test_not_mail(tmp_path, data):
+    path = _write(tmp_path, "not-mail.mbox", data)
+
+    with pytest.raises(MailSourceError) as detected:
+        detect_format(path)
+    with pytest.raises(MailSourceError) as read:
+        list(read_mail(path))
+
+    for exc in (detected.value, read.value):
+        assert exc.path == path
+        assert path in str(exc)
+        assert exc.reason and exc.reason in str(exc)
+
+
+def test_missing_file(tmp_path):
+    path = str(tmp_path / "nope.mbox")
+
+    with pytest.raises(MailSourceError, match="nope.mbox"):
+        detect_format(path)
+    with pytest.raises(MailSourceError, match="nope.mbox"):
+        list(read_mail(path))
+
+
+def test_error_pickles():
+    exc = pickle.loads(pickle.dumps(MailSourceError("/a/b.mbox", "broken")))
+
+    assert (exc.path, exc.reason, str(exc)) == ("/a/b.mbox", "broken", "/a/b.mbox: broken")
+
+
+# --- gzip ----------------------------------------------------------------
+
+
+def test_gzip_detected_by_content(tmp_path):
+    messages = [_message(n) for n in range(1, 4)]
+    path = _write(tmp_path, "no-suffix", gzip.compress(_mbox(*messages)))
+
+    assert detect_format(path) == "mbox"
+    assert [m.raw for m in read_mail(path)] == messages
+
+
+def test_truncated_gzip_yields_complete_messages_then_raises(tmp_path):
+    messages = [_message(n, os.urandom(300).hex().encode() + b"\n") for n in range(1, 41)]
+    compressed = gzip.compress(_mbox(*messages))
+    path = _write(tmp_path, "cut.mbox.gz", compressed[: len(compressed) // 2])
+
+    got = []
+    with pytest.raises(MailSourceError) as caught:
+        for mail in read_mail(path):
+            got.append(mail)
+
+    assert caught.value.path == path
+    assert "cut.mbox.gz" in str(caught.value)
+    assert 0 < len(got) < len(messages)
+    assert [m.raw for m in got] == messages[: len(got)]
+    assert [m.position for m in got] == list(range(1, len(got) + 1))
+
+
+def test_truncated_gzip_missing_only_the_trailer(tmp_path):
+    messages = [_message(1), _message(2)]
+    path = _write(tmp_path, "t.mbox.gz", gzip.compress(_mbox(*messages))[:-8])
+
+    got = []
+    with pytest.raises(MailSourceError):
+        for mail in read_mail(path):
+            got.append(mail.raw)
+
+    # The stream's end cannot be trusted, so the last message is not yielded.
+    assert got == [messages[0]]
+
+
+def test_corrupt_gzip(tmp_path):
+    path = _write(tmp_path, "bad.mbox.gz", b"\x1f\x8b" + b"\xff" * 64)
+
+    with pytest.raises(MailSourceError, match="bad.mbox.gz"):
+        list(read_mail(path))
+
+
+def test_multi_member_gzip(tmp_path):
+    data = gzip.compress(_mbox(_message(1))) + gzip.compress(_mbox(_message(2)))
+    path = _write(tmp_path, "multi.mbox.gz", data)
+
+    assert [m.raw for m in read_mail(path)] == [_message(1), _message(2)]
+
+
+# --- Pipermail -----------------------------------------------------------
+
+_PIPERMAIL = (
+    b"From jdoe at example.com  Tue Mar  6 09:12:45 2007\n"
+    b"From: jdoe at example.com (John Doe)\n"
+    b"Date: Tue, 06 Mar 2007 10:12:45 +0100\n"
+    b"Subject: [list] Meeting\n"
+    b"To: list at lists.example.org, \"Meet at noon\" <x at example.net>\n"
+    b"Cc: other at example.net\n"
+    b"\tthird at example.net\n"
+    b"Message-ID: <123@example.com>\n"
+    b"\n"
+    b"Write to jdoe at example.com.\n"
+    b"From: jdoe at example.com (quoted in the body)\n"
+    b"\n"
+    b"From my point of view, 10:00 is fine.\n"
+    b"\n"
+    b"From noname at example.org  Tue Mar  6 10:00:00 2007\n"
+    b"From: noname at example.org (noname at example.org)\n"
+    b"Subject: with attachment\n"
+    b"\n"
+    b"-------------- next part --------------\n"
+    b"Url : http://example.org/pipermail/list/attachments/1.obj\n"
+    b"From third at example.net  Wed Mar  7 10:00:00 2007\n"
+    b"From: third at example.net (Third at Home)\n"
+    b"\n"
+    b"bye\n"
+    b"\n"
+)
+
+
+def test_pipermail(tmp_path):
+    path = _write(tmp_path, "2007-March.txt", _PIPERMAIL)
+
+    mails = list(read_mail(path))
+
+    assert detect_format(path) == "pipermail"
+    assert [m.position for m in mails] == [1, 2, 3]
+    first, second, third = (m.raw for m in mails)
+    assert first == (
+        b"From: jdoe@example.com (John Doe)\n"
+        b"Date: Tue, 06 Mar 2007 10:12:45 +0100\n"
+        b"Subject: [list] Meeting\n"
+        b"To: list@lists.example.org, \"Meet at noon\" <x@example.net>\n"
+        b"Cc: other@example.net\n"
+        b"\tthird@example.net\n"
+        b"Message-ID: <123@example.com>\n"
+        b"\n"
+        b"Write to jdoe at example.com.\n"
+        b"From: jdoe at example.com (quoted in the body)\n"
+        b"\n"
+        b"From my point of view, 10:00 is fine.\n"
+    )
+    assert second.startswith(b"From: noname@example.org (noname@example.org)\n")
+    assert second.endswith(b"Url : http://example.org/pipermail/list/attachments/1.obj\n")
+    assert third == b"From: third@example.net (Third at Home)\n\nbye\n"
+    assert mails[0].envelope_date == datetime(2007, 3, 6, 9, 12, 45, tzinfo=timezone.utc)
+
+
+def test_pipermail_gzip_and_detection_by_content(tmp_path):
+    gz = _write(tmp_path, "2007-March.txt.gz", gzip.compress(_PIPERMAIL))
+    other = _write(tmp_path, "archive", _PIPERMAIL)
+
+    assert detect_format(gz) == detect_format(other) == "pipermail"
+    assert [m.raw for m in read_mail(gz)] == [m.raw for m in read_mail(other)]
+    assert len(list(read_mail(gz))) == 3
+
+
+def test_pipermail_keeps_mboxrd_like_lines(tmp_path):
+    data = b"From a at b.org  Tue Mar  6 09:12:45 2007\nFrom: a at b.org (A)\n\n>From x\n"
+    path = _write(tmp_path, "2007-March.txt", data)
+
+    (mail,) = read_mail(path)
+
+    assert mail.raw == b"From: a@b.org (A)\n\n>From x\n"
+
+
+# --- Maildir -------------------------------------------------------------
+
+
+def test_maildir(tmp_path):
+    path = _maildir(
+        tmp_path,
+        [
+            ("cur", "1200000002.M2.host:2,S", _message(2)),
+            ("new", "1200000001.M1.host", _message(1)),
+            ("cur", "1200000003.M3.host:2,", _message(3, b"From a line.\n>From b\n")),
+            ("cur", ".hidden", b"junk"),
+        ],
+    )
+    (tmp_path / "Maildir" / "tmp" / "1200000004.M4.host").write_bytes(_message(4))
+
+    mails = list(read_mail(path))
+
+    assert detect_format(path) == "maildir"
+    assert [m.raw for m in mails] == [
+        _message(1),
+        _message(2),
+        _message(3, b"From a line.\n>From b\n"),
+    ]
+    assert [m.position for m in mails] == [1, 2, 3]
+    assert all(m.source == path and m.envelope_date is None for m in mails)
+
+
+def test_empty_maildir(tmp_path):
+    path = _maildir(tmp_path, [])
+
+    assert list(read_mail(path)) == []
+
+
+def test_directory_that_is_not_a_maildir(tmp_path):
+    (tmp_path / "folder").mkdir()
+    path = str(tmp_path / "folder")
+
+    with pytest.raises(MailSourceError, match="folder"):
+        detect_format(path)
+    with pytest.raises(MailSourceError, match="folder"):
+        list(read_mail(path))
+
+
+def test_pathlike_accepted(tmp_path):
+    path = tmp_path / "p.mbox"
+    path.write_bytes(_mbox(_message(1)))
+
+    (mail,) = read_mail(path)
+
+    assert mail.source == str(path)
+    assert detect_format(path) == "mbox"

@@ -33,6 +33,7 @@ tests_require = [
     "WebTest",
     "playwright",
     "aiosmtpd",
+    "beautifulsoup4",
 ]
 
 setup(

@@ -3,6 +3,7 @@
 from pyramid.config import Configurator
 from pyramid.scripting import prepare
 from pyramid.settings import aslist
+from ZODB.POSException import ConflictError
 
 PARTS = (
     "kittypyr.resources",
@@ -34,7 +35,17 @@ def main(global_config, **settings):
     return app
 
 
-def _bootstrap_storage(registry):
-    """Create or upgrade the archive once at start-up, not in a page view."""
-    with prepare(registry=registry) as env:
-        env["request"].tm.commit()
+def _bootstrap_storage(registry, attempts=5):
+    """Create or upgrade the archive once at start-up, not in a page view.
+
+    Several processes may start at once against one ZEO server: the losers
+    of that race retry and find the archive made.
+    """
+    for attempt in range(attempts):
+        with prepare(registry=registry) as env:
+            try:
+                env["request"].tm.commit()
+                return
+            except ConflictError:
+                if attempt == attempts - 1:
+                    raise

@@ -13,7 +13,9 @@ import collections
 import logging
 import multiprocessing
 import os
+import random
 import sys
+import time
 from dataclasses import dataclass, field
 
 from ZODB.POSException import ConflictError
@@ -163,7 +165,7 @@ class Importer:
     """Stores parsed messages into one list in committed batches."""
 
     def __init__(self, archive, list_address, transaction_manager, report,
-                 batch_size=1000, conflict_attempts=10, progress=None):
+                 batch_size=1000, conflict_attempts=20, progress=None):
         self.archive = archive
         self.list_address = list_address
         self.tm = transaction_manager
@@ -183,31 +185,33 @@ class Importer:
             self.flush(batch)
 
     def flush(self, batch):
-        """Store and commit ``batch``; account for every message in it."""
+        """Store and commit ``batch``; account for every message in it.
+
+        On a write conflict the batch is replayed after a random pause; when
+        conflicts persist (another process is writing the same list) it is
+        split in halves, whose smaller transactions get through.
+        """
         broken = {}  # index in batch -> reason
         attempts = 0
         while True:
             try:
                 outcomes = self._store(batch, broken)
-            except ConflictError:
-                outcomes = None
-                self.tm.abort()
-                attempts += 1
-                if attempts >= self.conflict_attempts:
-                    raise
-                continue
-            if outcomes is None:
-                continue  # a message broke: it is now in ``broken``; replay the rest
-            try:
+                if outcomes is None:
+                    continue  # a message broke and is now in ``broken``: replay the rest
                 self.tm.commit()
+                break
             except ConflictError:
                 self.tm.abort()
                 attempts += 1
                 if attempts >= self.conflict_attempts:
                     raise
-                log.info("write conflict, replaying a batch of %d", len(batch))
-                continue
-            break
+                log.info("write conflict %d on a batch of %d", attempts, len(batch))
+                time.sleep(random.uniform(0, 0.05 * 2 ** min(attempts, 6)))
+                if attempts >= 2 and len(batch) > 1:
+                    half = len(batch) // 2
+                    self.flush(batch[:half])
+                    self.flush(batch[half:])
+                    return
         self.archive._p_jar.cacheGC()
         for index, parsed in enumerate(batch):
             file_report = self.report.file(parsed.source)

@@ -1,0 +1,63 @@
+"""Shared set-up for the benchmarks: a fresh FileStorage with kittypyr's catalog."""
+
+import os
+import resource
+import tempfile
+from pathlib import Path
+
+import transaction
+from pyramid.config import Configurator
+from ZODB import DB
+from ZODB.FileStorage import FileStorage
+
+from kittypyr.bootstrap import bootstrap_archive
+
+
+class FreshArchive:
+    """An archive in a new temporary FileStorage, with the catalog subscribers active."""
+
+    def __init__(self, folder=None, cache_size=20000):
+        self.folder = Path(folder or tempfile.mkdtemp(prefix="kittypyr-bench-"))
+        self.data_fs = self.folder / "Data.fs"
+        self.blobs = self.folder / "blobs"
+        self.config = Configurator(settings={})
+        self.config.include("kittypyr.catalog")
+        self.config.commit()
+        self.config.begin()
+        self.db = DB(FileStorage(str(self.data_fs), blob_dir=str(self.blobs)), cache_size=cache_size)
+        self.connection = self.db.open()
+        self.archive = bootstrap_archive(self.connection.root(), self.config.registry)
+        transaction.commit()
+
+    def pack(self):
+        self.db.pack()
+
+    def close(self):
+        transaction.abort()
+        self.connection.close()
+        self.db.close()
+        self.config.end()
+
+    def storage_bytes(self):
+        """(Data.fs bytes, blob bytes as stored, blob bytes on disk)."""
+        blob_bytes = blob_disk = 0
+        for root, _, files in os.walk(self.blobs):
+            for name in files:
+                stat = os.stat(os.path.join(root, name))
+                blob_bytes += stat.st_size
+                blob_disk += stat.st_blocks * 512
+        return self.data_fs.stat().st_size, blob_bytes, blob_disk
+
+
+def peak_rss_mb():
+    """Peak resident memory of this process and of its largest child, in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return own, children
+
+
+def raw_mail_bytes(report_paths):
+    """Total bytes of the mail as read (uncompressed)."""
+    from kittypyr.mailboxes import read_mail
+
+    return sum(len(m.raw) for path in report_paths for m in read_mail(path))

@@ -1,0 +1,38 @@
+import pytest
+import transaction
+from pyramid import testing
+from ZODB import DB
+from ZODB.FileStorage import FileStorage
+
+from kittypyr.bootstrap import bootstrap_archive
+
+
+@pytest.fixture
+def config():
+    """A Pyramid configuration with kittypyr's catalog subscribers."""
+    config = testing.setUp(settings={})
+    config.include("kittypyr.catalog")
+    config.commit()
+    yield config
+    testing.tearDown()
+
+
+@pytest.fixture
+def zodb(tmp_path):
+    """A real FileStorage with blobs in a temporary folder."""
+    storage = FileStorage(str(tmp_path / "Data.fs"), blob_dir=str(tmp_path / "blobs"))
+    db = DB(storage)
+    yield db
+    transaction.abort()
+    db.close()
+
+
+@pytest.fixture
+def archive(config, zodb):
+    """An empty, bootstrapped Archive in an open connection."""
+    connection = zodb.open()
+    archive = bootstrap_archive(connection.root(), config.registry)
+    transaction.commit()
+    yield archive
+    transaction.abort()
+    connection.close()

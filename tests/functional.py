@@ -1,0 +1,107 @@
+"""Helpers for tests that run kittypyr as a user does: .ini files, processes, mboxes."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, timeout=30, process=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
+def write_config(folder, uri=None, port=None, includes="", extra=""):
+    """Write an .ini like development.ini into ``folder``; return its path."""
+    folder = Path(folder)
+    (folder / "var").mkdir(exist_ok=True)
+    if uri is None:
+        uri = f"file://{folder}/var/Data.fs?blobstorage_dir={folder}/var/blobs"
+    path = folder / "kittypyr.ini"
+    path.write_text(
+        f"""[app:main]
+use = egg:kittypyr
+pyramid.includes = {includes}
+zodbconn.uri = {uri}
+retry.attempts = 5
+kittypyr.base_url = http://127.0.0.1:{port or 6543}/
+{extra}
+
+[server:main]
+use = egg:waitress#main
+listen = 127.0.0.1:{port or 6543}
+
+[loggers]
+keys = root
+
+[handlers]
+keys = console
+
+[formatters]
+keys = generic
+
+[logger_root]
+level = WARNING
+handlers = console
+
+[handler_console]
+class = StreamHandler
+args = (sys.stderr,)
+level = NOTSET
+formatter = generic
+
+[formatter_generic]
+format = %(levelname)s [%(name)s] %(message)s
+"""
+    )
+    return path
+
+
+def kittypyr(*args, check=False, **kw):
+    """Run the ``kittypyr`` command; return the CompletedProcess."""
+    result = subprocess.run(
+        [str(VENV_BIN / "kittypyr"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=kw.pop("timeout", 600),
+        env={**os.environ, **kw.pop("env", {})},
+        **kw,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kittypyr {args} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def mbox_bytes(messages, quote="mboxrd"):
+    """An mbox of raw messages, From_ lines quoted the mboxrd way."""
+    out = []
+    for raw in messages:
+        out.append(b"From someone@example.org Thu Jan  1 00:00:00 2020\n")
+        body = raw.replace(b"\r\n", b"\n")
+        if body.endswith(b"\n"):
+            body = body[:-1]
+        for line in body.split(b"\n"):
+            stripped = line.lstrip(b">")
+            if stripped.startswith(b"From ") and (quote == "mboxrd" or stripped is line):
+                line = b">" + line
+            out.append(line + b"\n")
+        out.append(b"\n")
+    return b"".join(out)

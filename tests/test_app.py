@@ -1,0 +1,107 @@
+"""The application as a browser and an extension developer see it."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from repoze.catalog.query import Eq
+from webtest import TestApp
+
+from kittypyr import main
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.catalog import search
+from kittypyr.msgid import message_id_hash
+from tests.mailbuilder import make_message
+
+START = datetime(2021, 6, 1, 8, 0, tzinfo=timezone.utc)
+
+
+def make_app(tmp_path, includes=""):
+    (tmp_path / "blobs").mkdir(exist_ok=True)
+    return main(
+        {},
+        **{
+            "zodbconn.uri": f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs",
+            "pyramid.includes": includes,
+            "kittypyr.base_url": "http://localhost/",
+        },
+    )
+
+
+def fill(app, address, count):
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], address)
+        for n in range(count):
+            archive_message(
+                mailing_list,
+                make_message(
+                    message_id=f"<app{n}@example.org>",
+                    subject="Hello <script>alert(1)</script>" if n == 0 else "Re: Hello",
+                    sender=("Ada Lovelace", "ada@example.org"),
+                    date=START + timedelta(minutes=n),
+                    in_reply_to=None if n == 0 else f"<app{n - 1}@example.org>",
+                    body=f"message {n}\n",
+                ),
+            )
+        transaction.commit()
+
+
+@pytest.fixture
+def app(tmp_path):
+    application = make_app(tmp_path)
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def test_index_lists_archived_lists_with_counts(app):
+    fill(app, "Dev@Lists.Example.org", 3)
+    fill(app, "users@lists.example.org", 1)
+    page = TestApp(app).get("/")
+    assert page.status_int == 200
+    items = page.html.select("ul.lists li")
+    assert [li.a.text for li in items] == ["dev", "users"]
+    assert "3 messages" in items[0].text and "1 messages" in items[1].text
+    list_page = page.click("dev")
+    assert list_page.request.path == "/list/dev@lists.example.org/"
+    assert "3 messages" in list_page.text and "1 threads" in list_page.text
+
+
+def test_empty_archive_says_so(app):
+    assert "No list has been archived yet" in TestApp(app).get("/").text
+
+
+def test_unknown_list_is_404(app):
+    TestApp(app).get("/list/nobody@example.org/", status=404)
+
+
+def test_extension_included_from_settings(tmp_path):
+    app = make_app(tmp_path, includes="tests.example_extension")
+    try:
+        fill(app, "dev@lists.example.org", 3)
+        browser = TestApp(app)
+        thread_key = message_id_hash("<app0@example.org>")
+        summary = browser.get(f"/list/dev@lists.example.org/thread/{thread_key}/summary").json
+        assert summary == {"subject": "Hello <script>alert(1)</script>", "messages": 3, "participants": 1}
+        with prepare(registry=app.registry) as env:
+            archive = env["root"]
+            assert list(archive.lists["dev@lists.example.org"].arrivals)[:2] == [
+                "Hello <script>alert(1)</script>", "Re: Hello"]
+            total, found = search(archive, Eq("sender_domain", "example.org"))
+            assert total == 3
+            assert {m.subject for m in found} == {"Hello <script>alert(1)</script>", "Re: Hello"}
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_extension_index_added_to_an_existing_archive(tmp_path):
+    app = make_app(tmp_path)
+    fill(app, "dev@lists.example.org", 2)
+    app.registry._zodb_databases[""].close()
+    app = make_app(tmp_path, includes="tests.example_extension")
+    try:
+        with prepare(registry=app.registry) as env:
+            total, _ = search(env["root"], Eq("sender_domain", "example.org"))
+            assert total == 2
+    finally:
+        app.registry._zodb_databases[""].close()

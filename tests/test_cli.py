@@ -1,0 +1,156 @@
+"""The kittypyr command as a list admin uses it: import, info, reindex."""
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.functional import VENV_BIN, kittypyr, mbox_bytes, write_config
+from tests.mailbuilder import make_message
+
+LIST = "dev@lists.example.org"
+START = datetime(2019, 3, 14, 9, 26, tzinfo=timezone.utc)
+
+
+def corpus(count, offset=0):
+    """``count`` messages in threads of five: a starter and four replies."""
+    raws = []
+    for n in range(offset, offset + count):
+        starter = n - n % 5
+        raws.append(
+            make_message(
+                message_id=f"<cli{n}@example.org>",
+                subject=f"Topic {starter}" if n == starter else f"Re: Topic {starter}",
+                sender=(f"Person {n % 7}", f"person{n % 7}@example.org"),
+                date=START + timedelta(hours=n),
+                in_reply_to=None if n == starter else f"<cli{n - 1}@example.org>",
+                references=[] if n == starter else [f"<cli{r}@example.org>" for r in range(starter, n)],
+                body=f"Body of message {n}.\nFrom the start it was clear.\n",
+            )
+        )
+    return raws
+
+
+def info(config, *args):
+    result = kittypyr("info", config, *args, "--json", check=True)
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def config(tmp_path):
+    return write_config(tmp_path)
+
+
+def test_import_info_and_idempotent_rerun(tmp_path, config):
+    mbox = tmp_path / "dev.mbox.gz"
+    nasty = [
+        make_message(message_id=None, subject="no id", sender=("N", "n@example.org"), date=START, body="x\n"),
+        make_message(message_id="<skip@example.org>", subject="private", sender=("S", "s@example.org"),
+                     date=START, body="secret\n", headers={"X-No-Archive": "yes"}),
+    ]
+    mbox.write_bytes(gzip.compress(mbox_bytes(corpus(20) + nasty)))
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert "read 22, archived 21, duplicates 0, skipped 1, failed 0" in result.stdout
+    assert "asks not to be archived" in result.stdout
+
+    figures = info(config, LIST)
+    assert figures["messages"] == 21
+    assert figures["threads"] == 5
+    assert figures["first_date"].startswith("2019-03-14T09:26")
+    assert figures["last_date"].startswith((START + timedelta(hours=19)).isoformat()[:16])
+
+    again = kittypyr("import", config, LIST, mbox)
+    assert again.returncode == 0, again.stderr
+    assert "read 22, archived 0, duplicates 21, skipped 1, failed 0" in again.stdout
+    assert info(config)["messages"] == 21
+    assert info(config)["lists"] == 1
+
+
+def test_bad_files_are_named_and_do_not_stop_the_import(tmp_path, config):
+    good = tmp_path / "good.mbox"
+    good.write_bytes(mbox_bytes(corpus(5)))
+    truncated = tmp_path / "truncated.mbox.gz"
+    whole = gzip.compress(mbox_bytes(corpus(200, offset=100)))
+    truncated.write_bytes(whole[: len(whole) // 2])
+    picture = tmp_path / "picture.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+
+    result = kittypyr("import", config, LIST, good, truncated, picture, "--workers", "0")
+    assert result.returncode != 0
+    assert "truncated.mbox.gz" in result.stdout and "picture.png" in result.stdout
+    figures = info(config, LIST)
+    # Everything before the truncation point was archived.
+    assert 5 < figures["messages"] < 205
+
+
+def pipermail_month(count):
+    """A Pipermail YYYY-Month.txt: obfuscated addresses, no Content-Type."""
+    parts = []
+    for n in range(count):
+        reply = f"In-Reply-To: <pm{n - 1}@example.org>\nReferences: <pm{n - 1}@example.org>\n" if n else ""
+        parts.append(
+            f"From person{n} at example.org  Thu Mar 14 09:{26 + n}:00 2019\n"
+            f"From: person{n} at example.org (Person {n})\n"
+            f"Date: Thu, 14 Mar 2019 09:{26 + n}:00 +0000\n"
+            f"Subject: [Dev] {'Re: ' if n else ''}Topic\n"
+            f"{reply}"
+            f"Message-ID: <pm{n}@example.org>\n\n"
+            f"Message {n} from person{n} at example.org.\n\n"
+        )
+    return "".join(parts)
+
+
+def test_pipermail_month_with_repeated_messages(tmp_path, config):
+    month = tmp_path / "2019-March.txt"
+    month.write_text(pipermail_month(4) * 2)  # Pipermail sometimes holds a month twice
+    result = kittypyr("import", config, LIST, month)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "archived 4, duplicates 4" in result.stdout
+    figures = info(config, LIST)
+    assert figures["messages"] == 4 and figures["threads"] == 1
+
+
+def test_kill_minus_nine_then_resume(tmp_path, config):
+    count = 3000
+    mbox = tmp_path / "big.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(count)))
+    data_fs = tmp_path / "var" / "Data.fs"
+    process = subprocess.Popen(
+        [str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
+         "--batch-size", "100", "--workers", "0", "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    # Let a few batches commit, then kill it without warning.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if data_fs.exists() and data_fs.stat().st_size > 2_000_000:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the import finished before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    partial = info(config, LIST)["messages"]
+    assert 0 < partial < count
+
+    result = kittypyr("import", config, LIST, mbox)
+    assert result.returncode == 0, result.stderr
+    assert f"archived {count - partial}, duplicates {partial}" in result.stdout
+    figures = info(config, LIST)
+    assert figures["messages"] == count
+    assert figures["threads"] == count // 5
+
+
+def test_reindex_rebuilds_the_catalog(tmp_path, config):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10)))
+    kittypyr("import", config, LIST, mbox, check=True)
+    result = kittypyr("reindex", config, check=True)
+    assert "indexed 12 resources" in result.stdout  # 10 messages + 2 threads
+    assert info(config, LIST)["first_date"].startswith("2019-03-14T09:26")

@@ -1,0 +1,153 @@
+"""Threading: parents, merges and the independence from arrival order."""
+
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.msgid import message_id_hash
+from tests.mailbuilder import make_message
+
+LIST = "dev@lists.example.org"
+START = datetime(2020, 5, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def post(n, reply_to=None, references=(), subject=None):
+    """Message n, replying to message ``reply_to``, naming ``references``."""
+    return make_message(
+        message_id=f"<m{n}@example.org>",
+        subject=subject or (f"Re: topic {reply_to}" if reply_to is not None else f"topic {n}"),
+        sender=(f"Poster {n % 3}", f"poster{n % 3}@example.org"),
+        date=START + timedelta(minutes=n),
+        in_reply_to=f"<m{reply_to}@example.org>" if reply_to is not None else None,
+        references=[f"<m{r}@example.org>" for r in references],
+        body=f"message number {n}\n",
+    )
+
+
+def h(n):
+    return message_id_hash(f"<m{n}@example.org>")
+
+
+# A forest: 0 <- 1 <- 2 <- 3, 1 <- 4, 0 <- 5; 10 <- 11 <- 12; 20 alone;
+# 30 is never archived but 31 and 32 both reply to it.
+CORPUS = [
+    post(0),
+    post(1, 0, [0]),
+    post(2, 1, [0, 1]),
+    post(3, 2, [0, 1, 2]),
+    post(4, 1, [0, 1]),
+    post(5, 0, [0]),
+    post(10),
+    post(11, 10, [10]),
+    post(12, 11, [10, 11]),
+    post(20),
+    post(31, 30, [30]),
+    post(32, 30, [30]),
+    # References only, no In-Reply-To, skipping a generation we have.
+    make_message(message_id="<m40@example.org>", subject="refs only", sender=("A", "a@example.org"),
+                 date=START + timedelta(hours=2), references=["<m10@example.org>", "<m12@example.org>"],
+                 body="refs\n"),
+]
+
+
+def shape(mailing_list):
+    """Every message's (parent, thread) and every thread's ordered members."""
+    messages = {
+        name: (m.parent, m.thread) for name, m in mailing_list.messages.items()
+    }
+    threads = {
+        key: [name for name, _ in thread.walk()] for key, thread in mailing_list.threads.items()
+    }
+    return messages, threads
+
+
+def archive_all(archive, raws, list_address=LIST):
+    mailing_list = ensure_mailing_list(archive, list_address)
+    for raw in raws:
+        archive_message(mailing_list, raw)
+    transaction.commit()
+    return mailing_list
+
+
+def test_parents_and_threads(archive):
+    mailing_list = archive_all(archive, CORPUS)
+    messages = mailing_list.messages
+    assert messages[h(3)].parent == h(2)
+    assert messages[h(4)].parent == h(1)
+    assert messages[h(0)].parent is None
+    assert messages[h(3)].thread == h(0)
+    assert [name for name, _ in mailing_list.threads[h(0)].walk()] == [h(0), h(1), h(2), h(3), h(4), h(5)]
+    assert [depth for _, depth in mailing_list.threads[h(0)].walk()] == [0, 1, 2, 3, 2, 1]
+    # The nearest archived ancestor from References, last to first.
+    assert messages[message_id_hash("m40@example.org")].parent == h(12)
+    # Two replies to a message we never got are two threads, waiting for it.
+    assert messages[h(31)].thread == h(31) and messages[h(32)].thread == h(32)
+    assert set(mailing_list.threads.keys()) == {h(0), h(10), h(20), h(31), h(32)}
+    assert mailing_list.thread_count == 5 and mailing_list.message_count == len(CORPUS)
+    thread = mailing_list.threads[h(0)]
+    assert thread.subject == "topic 0"
+    assert len(thread) == 6
+    assert set(thread.participants.keys()) == {"poster0@example.org", "poster1@example.org", "poster2@example.org"}
+
+
+def test_forwards_equals_backwards(config, zodb):
+    shapes = []
+    for order in (CORPUS, list(reversed(CORPUS))):
+        connection = zodb.open()
+        from kittypyr.bootstrap import bootstrap_archive
+
+        archive = bootstrap_archive(connection.root(), config.registry)
+        address = f"order{len(shapes)}@example.org"
+        shapes.append(shape(archive_all(archive, order, address)))
+        connection.close()
+    assert shapes[0] == shapes[1]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_any_order_gives_the_same_threads(config, zodb, seed):
+    from kittypyr.bootstrap import bootstrap_archive
+
+    connection = zodb.open()
+    archive = bootstrap_archive(connection.root(), config.registry)
+    expected = shape(archive_all(archive, CORPUS, "forward@example.org"))
+    shuffled = list(CORPUS)
+    random.Random(seed).shuffle(shuffled)
+    assert shape(archive_all(archive, shuffled, f"shuffled{seed}@example.org")) == expected
+    connection.close()
+
+
+def test_late_parent_absorbs_thread_and_leaves_alias(archive):
+    mailing_list = archive_all(archive, [post(2, 1, [0, 1]), post(3, 2, [0, 1, 2])])
+    assert set(mailing_list.threads.keys()) == {h(2)}
+    archive_message(mailing_list, post(0))
+    # 2 now hangs below 0 (nearest known reference), its thread absorbed.
+    assert set(mailing_list.threads.keys()) == {h(0)}
+    assert mailing_list.threads.resolve_alias(h(2)).__name__ == h(0)
+    archive_message(mailing_list, post(1, 0, [0]))
+    assert mailing_list.messages[h(2)].parent == h(1)
+    assert [n for n, _ in mailing_list.threads[h(0)].walk()] == [h(0), h(1), h(2), h(3)]
+    transaction.commit()
+
+
+def test_cyclic_references_do_not_loop(archive):
+    a = make_message(message_id="<a@x>", subject="a", sender=("A", "a@x"), date=START,
+                     in_reply_to="<b@x>", references=["<b@x>"], body="a\n")
+    b = make_message(message_id="<b@x>", subject="b", sender=("B", "b@x"), date=START + timedelta(1),
+                     in_reply_to="<a@x>", references=["<a@x>"], body="b\n")
+    mailing_list = archive_all(archive, [a, b])
+    assert mailing_list.message_count == 2
+    walked = [n for thread in mailing_list.threads.values() for n, _ in thread.walk()]
+    assert sorted(walked) == sorted(mailing_list.messages.keys())
+
+
+@pytest.mark.parametrize("depth, backwards", [(3000, False), (400, True)])
+def test_deep_thread_is_not_recursive(archive, depth, backwards):
+    raws = [post(0)] + [post(n, n - 1, [n - 1]) for n in range(1, depth)]
+    mailing_list = archive_all(archive, reversed(raws) if backwards else raws)
+    thread = mailing_list.threads[h(0)]
+    walked = list(thread.walk())
+    assert len(walked) == depth
+    assert walked[-1] == (h(depth - 1), depth - 1)

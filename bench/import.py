@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import transaction  # noqa: E402
 from common import FreshArchive, peak_rss_mb, raw_mail_bytes  # noqa: E402
 
-from kittypyr.importing import default_workers, import_mail  # noqa: E402
+from kittypyr.importing import DEFAULT_BATCH, default_workers, import_mail  # noqa: E402
 
 
 def main():
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--list", default="bench@lists.example.org")
     parser.add_argument("--workers", type=int, default=default_workers())
-    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
     parser.add_argument("--keep", help="a folder to keep the Data.fs in")
     args = parser.parse_args()
 

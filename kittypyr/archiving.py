@@ -20,6 +20,9 @@ from kittypyr.resources import MailingList, Message, Thread
 
 log = logging.getLogger(__name__)
 
+# What a reply changes in its thread's catalog entry.
+THREAD_GROWTH_INDEXES = ("last_active",)
+
 ARCHIVED = "archived"
 DUPLICATE = "duplicate"
 SKIPPED = "skipped"
@@ -98,7 +101,7 @@ def store_parsed(mailing_list, parsed, registry=None):
         notify_added(thread, registry)
     else:
         thread.add_message(message)
-        notify(ObjectModified(thread), registry)
+        notify(ObjectModified(thread, indexes=THREAD_GROWTH_INDEXES), registry)
     if message.attachments:
         mailing_list.attachment_count.change(len(message.attachments))
 

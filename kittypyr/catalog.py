@@ -15,7 +15,6 @@ from pyramid.traversal import find_resource, find_root, resource_path
 from repoze.catalog.catalog import Catalog
 from repoze.catalog.document import DocumentMap
 from repoze.catalog.indexes.field import CatalogFieldIndex
-from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from repoze.catalog.indexes.text import CatalogTextIndex
 
 from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
@@ -58,11 +57,11 @@ def get_last_active(obj, default):
 
 
 def get_month(obj, default):
-    """'YYYY-MM' of a message; every month a thread has messages in."""
+    """'YYYY-MM' of a message's date, or of a thread's start."""
     if isinstance(obj, Message):
-        return [month_of(obj.date)]
-    if isinstance(obj, Thread):
-        return list(obj.months.keys()) or default
+        return month_of(obj.date)
+    if isinstance(obj, Thread) and obj.date_started is not None:
+        return month_of(obj.date_started)
     return default
 
 
@@ -104,7 +103,7 @@ def default_index_factories():
         "list": lambda: CatalogFieldIndex(get_list),
         "date": lambda: CatalogFieldIndex(get_date),
         "last_active": lambda: CatalogFieldIndex(get_last_active),
-        "month": lambda: CatalogKeywordIndex(get_month),
+        "month": lambda: CatalogFieldIndex(get_month),
         "sender": lambda: CatalogFieldIndex(get_sender),
         "thread": lambda: CatalogFieldIndex(get_thread),
         "has_attachment": lambda: CatalogFieldIndex(get_has_attachment),

@@ -13,6 +13,7 @@ from pyramid.paster import bootstrap, setup_logging
 from repoze.catalog.query import Eq
 
 from kittypyr.catalog import reindex_archive, search
+from kittypyr.importing import DEFAULT_BATCH
 
 
 def _environment(config_uri):
@@ -98,7 +99,7 @@ def build_parser():
     p.add_argument("config")
     p.add_argument("list_address", help="the list's posting address, e.g. dev@lists.example.org")
     p.add_argument("paths", nargs="+", help="mbox (.gz), Maildir folders, Pipermail YYYY-Month.txt(.gz)")
-    p.add_argument("--batch-size", type=int, default=1000, help="messages per commit")
+    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="messages per commit")
     p.add_argument("--workers", type=int, default=None, help="parser processes (0: parse inline)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=command_import)

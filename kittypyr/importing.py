@@ -10,6 +10,7 @@ so one bad message never stops the import.
 """
 
 import collections
+import gc
 import logging
 import multiprocessing
 import os
@@ -23,10 +24,13 @@ from ZODB.POSException import ConflictError
 from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
 from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, read_mail
+from kittypyr.resources.message import compress_original
 
 log = logging.getLogger(__name__)
 
 CHUNK = 64
+# Messages per commit: larger batches rewrite each shared index bucket less often.
+DEFAULT_BATCH = 5000
 
 
 @dataclass
@@ -95,6 +99,8 @@ def parse_raw(raw_mail):
     """Parse one ``RawMail``; never raises."""
     try:
         mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
+        # Compressed here, in a parser process, to spare the storing one.
+        mail.raw_gzip = compress_original(mail)
         return Parsed(raw_mail.source, raw_mail.position, mail)
     except UnparseableMessage as exc:
         return Parsed(raw_mail.source, raw_mail.position, failure=f"not parseable: {exc}")
@@ -165,7 +171,7 @@ class Importer:
     """Stores parsed messages into one list in committed batches."""
 
     def __init__(self, archive, list_address, transaction_manager, report,
-                 batch_size=1000, conflict_attempts=20, progress=None):
+                 batch_size=DEFAULT_BATCH, conflict_attempts=20, progress=None):
         self.archive = archive
         self.list_address = list_address
         self.tm = transaction_manager
@@ -250,7 +256,7 @@ class Importer:
         return outcomes
 
 
-def import_mail(archive, list_address, paths, transaction_manager, batch_size=1000,
+def import_mail(archive, list_address, paths, transaction_manager, batch_size=DEFAULT_BATCH,
                 workers=None, progress=True):
     """Import every message of ``paths`` into the list ``list_address``.
 
@@ -267,11 +273,20 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=10
         from tqdm import tqdm
 
         bar = tqdm(unit="msg", desc=list_address, file=sys.stderr)
+    # The cyclic collector would rescan every cached persistent object again
+    # and again while millions of index entries are allocated; nothing the
+    # import makes is cyclic garbage worth chasing that often.
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 1000)
     try:
         importer = Importer(archive, list_address, transaction_manager, report,
                             batch_size=batch_size, progress=bar)
         importer.run(parse_all(read_sources(paths, report), workers))
     finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
         if bar is not None:
             bar.close()
     return report

@@ -1,6 +1,7 @@
 """A conversation: a tree of messages kept as hashes, not as children."""
 
-from BTrees.Length import Length
+import collections
+
 from BTrees.OOBTree import OOBTree, OOTreeSet
 from persistent import Persistent
 
@@ -12,12 +13,18 @@ def month_of(date):
     return f"{date.year:04d}-{date.month:02d}"
 
 
-def _bump(tree, key, delta):
-    count = tree.get(key, 0) + delta
+def _bumped(counts, key, delta):
+    """A copy of the dict ``counts`` with ``key`` moved by ``delta`` (dropped at 0).
+
+    Copied, not mutated, so that assigning it marks the thread changed.
+    """
+    counts = dict(counts)
+    count = counts.get(key, 0) + delta
     if count > 0:
-        tree[key] = count
-    elif key in tree:
-        del tree[key]
+        counts[key] = count
+    else:
+        counts.pop(key, None)
+    return counts
 
 
 class Thread(Persistent):
@@ -38,11 +45,13 @@ class Thread(Persistent):
         self.date_started = None
         self.last_date = None
         self.members = OOTreeSet()
-        self._count = Length()
+        self._count = 0
         # parent hash (ROOTS for top-level messages) -> sorted tuple of (timestamp, hash)
         self.children = OOBTree()
-        self.months = OOBTree()
-        self.participants = OOBTree()
+        # Small plain dicts: the thread record is rewritten on every new
+        # message anyway, and separate BTrees would triple its object count.
+        self.months = {}
+        self.participants = {}
 
     @property
     def key(self):
@@ -53,11 +62,11 @@ class Thread(Persistent):
         return self.__parent__.__parent__
 
     def __len__(self):
-        return self._count()
+        return self._count
 
     @property
     def message_count(self):
-        return self._count()
+        return self._count
 
     def _messages(self):
         return self.mailing_list.messages
@@ -65,13 +74,13 @@ class Thread(Persistent):
     def add_message(self, message):
         """Record ``message`` (whose ``parent`` is set) as a member."""
         self.members.add(message.__name__)
-        self._count.change(1)
+        self._count += 1
         parent = message.parent if message.parent in self.members else ROOTS
         entry = (message.timestamp, message.__name__)
         self.children[parent] = tuple(sorted(self.children.get(parent, ()) + (entry,)))
-        _bump(self.months, month_of(message.date), 1)
+        self.months = _bumped(self.months, month_of(message.date), 1)
         if message.sender_address:
-            _bump(self.participants, message.sender_address, 1)
+            self.participants = _bumped(self.participants, message.sender_address, 1)
         if self.last_date is None or message.date > self.last_date:
             self.last_date = message.date
         if parent == ROOTS:
@@ -81,7 +90,7 @@ class Thread(Persistent):
         """Forget ``message`` alone; its children become children of its parent."""
         name = message.__name__
         self.members.remove(name)
-        self._count.change(-1)
+        self._count -= 1
         parent = message.parent if message.parent in self.members else ROOTS
         siblings = tuple(e for e in self.children.get(parent, ()) if e[1] != name)
         orphans = self.children.pop(name, ())
@@ -89,9 +98,9 @@ class Thread(Persistent):
             self.children[parent] = tuple(sorted(siblings + orphans))
         elif parent in self.children:
             del self.children[parent]
-        _bump(self.months, month_of(message.date), -1)
+        self.months = _bumped(self.months, month_of(message.date), -1)
         if message.sender_address:
-            _bump(self.participants, message.sender_address, -1)
+            self.participants = _bumped(self.participants, message.sender_address, -1)
         self._refresh_dates()
         self._refresh_starter()
 
@@ -110,6 +119,8 @@ class Thread(Persistent):
             del self.children[parent]
         taken = []
         pending = [root_hash]
+        months = collections.Counter(self.months)
+        participants = collections.Counter(self.participants)
         while pending:
             name = pending.pop()
             message = messages[name]
@@ -117,10 +128,12 @@ class Thread(Persistent):
             for _, child in self.children.pop(name, ()):
                 pending.append(child)
             self.members.remove(name)
-            self._count.change(-1)
-            _bump(self.months, month_of(message.date), -1)
+            self._count -= 1
+            months[month_of(message.date)] -= 1
             if message.sender_address:
-                _bump(self.participants, message.sender_address, -1)
+                participants[message.sender_address] -= 1
+        self.months = {k: v for k, v in months.items() if v > 0}
+        self.participants = {k: v for k, v in participants.items() if v > 0}
         self._refresh_dates()
         self._refresh_starter()
         return taken

@@ -36,7 +36,7 @@ bench: install
 	$(BIN)/python bench/import.py $(or $(CORPUS),../shared/corpora/linux-mips-2005-2012.mbox.gz)
 
 robustness: install
-	$(BIN)/python bench/robustness.py $(or $(CORPORA),$(wildcard ../shared/corpora/*.mbox.gz))
+	$(BIN)/python bench/robustness.py $(or $(CORPORA),$(wildcard ../shared/corpora/*.mbox.gz ../shared/corpora/pipermail/*.tar.gz))
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -23,7 +23,7 @@ from ZODB.POSException import ConflictError
 
 from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
 from kittypyr.mail import UnparseableMessage, parse_message
-from kittypyr.mailboxes import MailSourceError, read_mail
+from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.resources.message import compress_original
 
 log = logging.getLogger(__name__)
@@ -260,10 +260,14 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
                 workers=None, progress=True):
     """Import every message of ``paths`` into the list ``list_address``.
 
+    A path may be an mbox (plain or gzip), a Maildir, a Pipermail month
+    file or a whole Pipermail archive folder.
+
     Returns an ``ImportReport``. Raises nothing for bad input: unreadable
     files and bad messages are in the report.
     """
     report = ImportReport()
+    paths = expand_sources(paths)
     for path in paths:
         report.file(str(path))
     if workers is None:

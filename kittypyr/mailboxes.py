@@ -612,3 +612,42 @@ def _read_maildir(path):
         except OSError as exc:
             raise MailSourceError(full, _describe(exc)) from exc
         yield RawMail(raw, path, position, None)
+
+
+_MONTH_ORDER = {
+    name: number
+    for number, name in enumerate(
+        ("January", "February", "March", "April", "May", "June", "July",
+         "August", "September", "October", "November", "December"), 1)
+}
+
+
+def pipermail_months(folder):
+    """The month files of a Pipermail archive folder, oldest first.
+
+    Pipermail keeps each month as ``YYYY-Month.txt`` and often also as
+    ``YYYY-Month.txt.gz``; the same month is listed once (the plain file).
+    Returns [] when ``folder`` holds no month file.
+    """
+    months = {}
+    for name in os.listdir(folder):
+        if _PIPERMAIL_NAME.match(name):
+            year, rest = name.split("-", 1)
+            key = (int(year), _MONTH_ORDER[rest.split(".", 1)[0]])
+            if key not in months or not name.endswith(".gz"):
+                months[key] = os.path.join(folder, name)
+    return [months[key] for key in sorted(months)]
+
+
+def expand_sources(paths):
+    """Replace each Pipermail archive folder in ``paths`` by its month files."""
+    expanded = []
+    for path in paths:
+        path = os.fspath(path)
+        if os.path.isdir(path) and not _is_maildir(path):
+            months = pipermail_months(path)
+            if months:
+                expanded.extend(months)
+                continue
+        expanded.append(path)
+    return expanded

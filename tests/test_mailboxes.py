@@ -453,3 +453,19 @@ def test_pathlike_accepted(tmp_path):
 
     assert mail.source == str(path)
     assert detect_format(path) == "mbox"
+
+
+def test_pipermail_folder_lists_each_month_once_in_order(tmp_path):
+    from kittypyr.mailboxes import expand_sources
+
+    for name in ("2007-March.txt", "2007-March.txt.gz", "2006-December.txt.gz", "2007-January.txt",
+                 "index.html"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "2007-March").mkdir()
+    assert expand_sources([tmp_path]) == [
+        str(tmp_path / "2006-December.txt.gz"),
+        str(tmp_path / "2007-January.txt"),
+        str(tmp_path / "2007-March.txt"),
+    ]
+    other = tmp_path / "2007-March"
+    assert expand_sources([other]) == [str(other)]

@@ -23,13 +23,17 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e ".[testing]"
 	touch $@
 
+# The browser tests drive Debian's Chromium; Playwright never downloads one.
+/usr/bin/chromium:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 install-test: $(TEST_STAMP)
 
 serve: install
 	mkdir -p var/blobs
 	$(BIN)/pserve $(CONFIG)
 
-test: install-test
+test: install-test /usr/bin/chromium
 	$(BIN)/python -m pytest tests
 
 bench: install

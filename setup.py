@@ -24,6 +24,7 @@ requires = [
     "tqdm",
     "charset-normalizer",
     "inscriptis",
+    "markupsafe",
     # Pyramid 2 still resolves asset specs through pkg_resources.
     "setuptools<81",
 ]

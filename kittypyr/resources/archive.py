@@ -2,6 +2,7 @@
 
 from persistent import Persistent
 
+from kittypyr.resources.api import ApiRoot
 from kittypyr.resources.containers import Container
 
 
@@ -12,7 +13,7 @@ class MailingLists(Container):
 class Archive(Persistent):
     """The root resource (``__name__ == ''``).
 
-    Its only traversable child is ``list``. The catalog and its document map
+    Its traversable children are ``list`` and the JSON ``api``. The catalog and its document map
     are attributes, deliberately out of traversal's reach.
     """
 
@@ -31,6 +32,8 @@ class Archive(Persistent):
     def __getitem__(self, name):
         if name == "list":
             return self.lists
+        if name == "api":
+            return ApiRoot(self)
         raise KeyError(name)
 
     def get(self, name, default=None):

@@ -6,6 +6,7 @@ from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 
+from kittypyr.resources.browsing import ThreadAlias, Year
 from kittypyr.resources.containers import Container
 
 
@@ -23,6 +24,15 @@ class Threads(Container):
     def __init__(self):
         super().__init__()
         self.aliases = OOBTree()
+
+    def __getitem__(self, name):
+        try:
+            return self.data[name]
+        except KeyError:
+            target = self.resolve_alias(name)
+            if target is None:
+                raise
+            return ThreadAlias(name, self, target)
 
     def resolve_alias(self, key):
         """Return the live thread that ``key`` was merged into, or None."""
@@ -67,6 +77,8 @@ class MailingList(Persistent):
             return self.messages
         if name == "thread":
             return self.threads
+        if len(name) == 4 and name.isdigit():
+            return Year(self, int(name))
         raise KeyError(name)
 
     def get(self, name, default=None):

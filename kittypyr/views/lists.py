@@ -1,16 +1,80 @@
-"""The lists index and a list's own page."""
+"""The lists index, a list's overview and its month pages."""
 
+from pyramid.httpexceptions import HTTPNotFound
 from pyramid.view import view_config
 
-from kittypyr.resources import Archive, MailingList
+from kittypyr.queries import month_threads, recent_threads
+from kittypyr.resources import Archive, MailingList, MailingLists
+from kittypyr.resources.browsing import Month, Year
+from kittypyr.stats import activity_of, today
+from kittypyr.views.presentation import Page, activity_chart, page_number, sparkline
+
+MONTH_PAGE_SIZE = 50
+
+
+def list_summary(mailing_list, day):
+    activity = activity_of(mailing_list)
+    daily = [count for _, count in activity.daily_counts(day, 30)]
+    return {
+        "list": mailing_list,
+        "recent": sum(daily),
+        "participants": activity.participant_count(day),
+        "sparkline": sparkline(daily),
+    }
 
 
 @view_config(context=Archive, renderer="kittypyr.templates:index.pt")
 def archive_index(context, request):
-    mailing_lists = sorted(context.lists.values(), key=lambda m: m.address)
-    return {"mailing_lists": mailing_lists}
+    day = today()
+    name_filter = request.params.get("name", "").strip().lower()
+    order = "name" if request.params.get("sort") == "name" else "activity"
+    summaries = [
+        list_summary(mailing_list, day)
+        for mailing_list in context.lists.values()
+        if not name_filter
+        or name_filter in mailing_list.address
+        or name_filter in mailing_list.display_name.lower()
+    ]
+    if order == "name":
+        summaries.sort(key=lambda s: s["list"].display_name.lower())
+    else:
+        summaries.sort(key=lambda s: (-s["recent"], -s["list"].message_count, s["list"].address))
+    return {"summaries": summaries, "name_filter": name_filter, "order": order}
+
+
+@view_config(context=MailingLists)
+def lists_folder(context, request):
+    raise HTTPNotFound()
 
 
 @view_config(context=MailingList, renderer="kittypyr.templates:list.pt")
 def list_overview(context, request):
-    return {"mailing_list": context}
+    day = today()
+    activity = activity_of(context)
+    threads = context.threads
+    busiest = []
+    for key, count in activity.busiest_threads(day):
+        thread = threads.data.get(key) or threads.resolve_alias(key)
+        if thread is not None and thread not in (t for t, _ in busiest):
+            busiest.append((thread, count))
+    return {
+        "mailing_list": context,
+        "recent_threads": recent_threads(context, limit=15),
+        "busiest_threads": busiest[:10],
+        "top_senders": activity.top_senders(day),
+        "months": list(reversed(activity.months())),
+        "chart": activity_chart([c for _, c in activity.daily_counts(day, 30)]),
+    }
+
+
+@view_config(context=Year)
+def year_page(context, request):
+    raise HTTPNotFound()
+
+
+@view_config(context=Month, renderer="kittypyr.templates:month.pt")
+def month_page(context, request):
+    number = max(1, page_number(request))
+    total, threads = month_threads(context, (number - 1) * MONTH_PAGE_SIZE, MONTH_PAGE_SIZE)
+    page = Page(number, total, MONTH_PAGE_SIZE)
+    return {"month": context, "mailing_list": context.mailing_list, "threads": threads, "page": page}

@@ -1,0 +1,38 @@
+"""The catalog questions that pages ask, answered without walking containers."""
+
+import itertools
+
+from pyramid.traversal import find_root
+from repoze.catalog.query import Eq, Gt, Lt
+
+from kittypyr.catalog import search
+
+
+def _threads_of(mailing_list):
+    return Eq("kind", "thread") & Eq("list", mailing_list.address)
+
+
+def recent_threads(mailing_list, limit=10):
+    """Threads with the newest activity first."""
+    _, threads = search(find_root(mailing_list), _threads_of(mailing_list),
+                        sort_index="last_active", reverse=True, limit=limit)
+    return list(threads)
+
+
+def month_threads(month, start, size):
+    """``(total, threads)``: one page of the threads started in ``month``, oldest first."""
+    mailing_list = month.mailing_list
+    total, threads = search(find_root(mailing_list), _threads_of(mailing_list) & Eq("month", month.key),
+                            sort_index="date", limit=start + size)
+    return total, list(itertools.islice(threads, start, start + size))
+
+
+def neighbour_threads(thread):
+    """``(older, newer)``: the threads started just before and just after ``thread``."""
+    mailing_list = thread.mailing_list
+    archive = find_root(mailing_list)
+    started = int(thread.date_started.timestamp())
+    base = _threads_of(mailing_list)
+    _, older = search(archive, base & Lt("date", started), sort_index="date", reverse=True, limit=1)
+    _, newer = search(archive, base & Gt("date", started), sort_index="date", limit=1)
+    return next(older, None), next(newer, None)

@@ -1,0 +1,88 @@
+"""The read-only JSON API's URL space: transient wrappers around the tree.
+
+``/api/lists/``, ``/api/list/<address>/``, ``/api/list/<address>/threads/``,
+``/api/list/<address>/thread/<key>/`` and ``/api/list/<address>/email/<hash>/``.
+"""
+
+
+class _Node:
+    def __init__(self, name, parent):
+        self.__name__ = name
+        self.__parent__ = parent
+
+
+class ApiRoot(_Node):
+    def __init__(self, archive):
+        super().__init__("api", archive)
+        self.archive = archive
+
+    def __getitem__(self, name):
+        if name == "lists":
+            return ApiLists("lists", self)
+        if name == "list":
+            return ApiListFolder("list", self)
+        raise KeyError(name)
+
+
+class ApiLists(_Node):
+    """All lists."""
+
+    @property
+    def archive(self):
+        return self.__parent__.archive
+
+
+class ApiListFolder(_Node):
+    def __getitem__(self, address):
+        return ApiList(self.__parent__.archive.lists[address.lower()], address, self)
+
+
+class ApiList(_Node):
+    """One list; children ``threads``, ``thread`` and ``email``."""
+
+    def __init__(self, mailing_list, name, parent):
+        super().__init__(name, parent)
+        self.mailing_list = mailing_list
+
+    def __getitem__(self, name):
+        if name == "threads":
+            return ApiThreads(name, self)
+        if name == "thread":
+            return ApiThreadFolder(name, self)
+        if name == "email":
+            return ApiEmailFolder(name, self)
+        raise KeyError(name)
+
+
+class ApiThreads(_Node):
+    """A list's threads, newest activity first."""
+
+    @property
+    def mailing_list(self):
+        return self.__parent__.mailing_list
+
+
+class ApiThreadFolder(_Node):
+    def __getitem__(self, key):
+        threads = self.__parent__.mailing_list.threads
+        thread = threads.data.get(key) or threads.resolve_alias(key)
+        if thread is None:
+            raise KeyError(key)
+        return ApiThread(thread, key, self)
+
+
+class ApiThread(_Node):
+    def __init__(self, thread, name, parent):
+        super().__init__(name, parent)
+        self.thread = thread
+
+
+class ApiEmailFolder(_Node):
+    def __getitem__(self, name):
+        return ApiEmail(self.__parent__.mailing_list.messages[name], name, self)
+
+
+class ApiEmail(_Node):
+    def __init__(self, message, name, parent):
+        super().__init__(name, parent)
+        self.message = message

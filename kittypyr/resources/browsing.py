@@ -1,0 +1,41 @@
+"""Transient resources that traversal makes on the way: no state of their own."""
+
+
+class Year:
+    """``/list/<address>/<YYYY>/``: a year of a list's archive."""
+
+    def __init__(self, mailing_list, year):
+        self.__name__ = str(year)
+        self.__parent__ = mailing_list
+        self.year = year
+        self.mailing_list = mailing_list
+
+    def __getitem__(self, name):
+        if name.isdigit() and 1 <= int(name) <= 12 and len(name) <= 2:
+            return Month(self, int(name))
+        raise KeyError(name)
+
+
+class Month:
+    """``/list/<address>/<YYYY>/<M>/``: the threads started in one month."""
+
+    def __init__(self, year, month):
+        self.__name__ = str(month)
+        self.__parent__ = year
+        self.year = year.year
+        self.month = month
+        self.mailing_list = year.mailing_list
+
+    @property
+    def key(self):
+        """The 'YYYY-MM' form the catalog's month index holds."""
+        return f"{self.year:04d}-{self.month:02d}"
+
+
+class ThreadAlias:
+    """A thread key that was merged into another thread; it redirects there."""
+
+    def __init__(self, name, threads, target):
+        self.__name__ = name
+        self.__parent__ = threads
+        self.target = target

@@ -1,0 +1,114 @@
+"""How archive data reads on a page: dates, names, avatars, charts, paging.
+
+Plain functions of their inputs, so they are testable without a request.
+Anything that returns markup escapes what it embeds.
+"""
+
+import hashlib
+import math
+
+from markupsafe import Markup
+
+from kittypyr.rendering import obfuscate_address
+
+
+def format_date(moment):
+    """'2019-03-14 09:26 UTC': unambiguous in every locale."""
+    if moment is None:
+        return ""
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def iso_date(moment):
+    return moment.isoformat() if moment is not None else ""
+
+
+def display_name(name, address):
+    """The sender's name, or the obfuscated address when there is no name."""
+    if name and "@" not in name:
+        return name
+    if name:
+        return obfuscate_address(name)
+    return obfuscate_address(address) if address else "(unknown sender)"
+
+
+def initials(name):
+    words = [w for w in name.replace(".", " ").split() if w[:1].isalnum()]
+    if not words:
+        return "?"
+    if len(words) == 1:
+        return words[0][:2].upper()
+    return (words[0][0] + words[-1][0]).upper()
+
+
+def avatar(name, address, size=40):
+    """An inline SVG avatar coloured by a hash of the address: no outside request."""
+    digest = hashlib.sha1((address or name or "").lower().encode("utf-8")).digest()
+    hue = int.from_bytes(digest[:2], "big") % 360
+    label = initials(display_name(name, address))
+    return Markup(
+        '<svg class="avatar" width="{s}" height="{s}" viewBox="0 0 40 40" aria-hidden="true">'
+        '<rect width="40" height="40" rx="8" fill="hsl({hue}, 45%, 45%)"></rect>'
+        '<text x="20" y="25" text-anchor="middle" font-size="15" fill="#fff">{label}</text></svg>'
+    ).format(s=size, hue=hue, label=label)
+
+
+def sparkline(counts, width=120, height=24):
+    """An inline SVG line of ``counts`` (one value a day)."""
+    return _chart(counts, width, height, "sparkline")
+
+
+def activity_chart(counts, width=600, height=80):
+    return _chart(counts, width, height, "activity")
+
+
+def _chart(counts, width, height, css_class):
+    peak = max(counts) if counts else 0
+    step = width / max(len(counts) - 1, 1)
+    points = " ".join(
+        f"{round(i * step, 1)},{round(height - 2 - (c / peak if peak else 0) * (height - 4), 1)}"
+        for i, c in enumerate(counts)
+    )
+    total = sum(counts)
+    return Markup(
+        '<svg class="{cls}" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
+        'aria-label="{total} messages in {days} days"><polyline fill="none" stroke="currentColor" '
+        'stroke-width="1.5" points="{points}"></polyline></svg>'
+    ).format(cls=css_class, w=width, h=height, total=total, days=len(counts), points=points)
+
+
+def human_size(size):
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+
+
+class Page:
+    """One page of ``total`` items, ``size`` a page; ``number`` counts from 1."""
+
+    def __init__(self, number, total, size):
+        self.size = size
+        self.total = total
+        self.count = max(1, math.ceil(total / size))
+        self.number = min(max(1, number), self.count)
+
+    @property
+    def start(self):
+        return (self.number - 1) * self.size
+
+    @property
+    def has_previous(self):
+        return self.number > 1
+
+    @property
+    def has_next(self):
+        return self.number < self.count
+
+
+def page_number(request):
+    try:
+        return int(request.params.get("page", "1"))
+    except ValueError:
+        return 1
+

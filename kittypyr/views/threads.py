@@ -1,0 +1,141 @@
+"""A thread on one page, a single message, its raw bytes and attachments."""
+
+from urllib.parse import quote
+
+from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
+from pyramid.response import Response
+from pyramid.view import view_config, view_defaults
+
+from kittypyr.queries import neighbour_threads
+from kittypyr.rendering import render_body
+from kittypyr.resources import Message, Thread
+from kittypyr.resources.browsing import ThreadAlias
+from kittypyr.views.presentation import avatar, display_name, format_date, human_size, iso_date
+
+# Deeper replies are drawn at this depth, so long chains stay readable.
+MAX_INDENT = 8
+
+INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def message_entry(message, depth=0):
+    """What a page shows of one message."""
+    return {
+        "message": message,
+        "depth": min(depth, MAX_INDENT),
+        "true_depth": depth,
+        "sender": display_name(message.sender_name, message.sender_address),
+        "avatar": avatar(message.sender_name, message.sender_address),
+        "date": format_date(message.date),
+        "iso_date": iso_date(message.date),
+        "body": render_body(message.body_text),
+        "attachments": [
+            {"attachment": a, "size": human_size(a.size)} for a in message.attachments
+        ],
+    }
+
+
+def set_validators(request, last_modified, *parts):
+    """Let browsers and proxies revalidate: ETag and Last-Modified, 304 when unchanged."""
+    response = request.response
+    response.last_modified = last_modified
+    response.etag = "-".join(str(p) for p in parts)
+    response.conditional_response = True
+
+
+@view_defaults(context=Thread)
+class ThreadViews:
+    def __init__(self, context, request):
+        self.context = context
+        self.request = request
+
+    @view_config(renderer="kittypyr.templates:thread.pt")
+    def page(self):
+        thread = self.context
+        flat = self.request.params.get("view") == "flat"
+        messages = thread.mailing_list.messages
+        if flat:
+            members = sorted((messages[name] for name, _ in thread.walk()), key=lambda m: m.date)
+            entries = [message_entry(m) for m in members]
+        else:
+            entries = [message_entry(messages[name], depth) for name, depth in thread.walk()]
+        older, newer = neighbour_threads(thread)
+        set_validators(self.request, thread.last_date, thread.__name__, len(thread),
+                       int(thread.last_date.timestamp()), "flat" if flat else "tree")
+        return {
+            "thread": thread,
+            "mailing_list": thread.mailing_list,
+            "entries": entries,
+            "flat": flat,
+            "older": older,
+            "newer": newer,
+            "started": format_date(thread.date_started),
+        }
+
+
+@view_config(context=ThreadAlias)
+def thread_alias(context, request):
+    """An absorbed thread's old URL leads to the thread it joined."""
+    return HTTPMovedPermanently(location=request.resource_url(context.target, *request.subpath))
+
+
+@view_defaults(context=Message)
+class MessageViews:
+    def __init__(self, context, request):
+        self.context = context
+        self.request = request
+
+    @view_config(renderer="kittypyr.templates:message.pt")
+    def page(self):
+        message = self.context
+        mailing_list = message.mailing_list
+        thread = mailing_list.threads.data.get(message.thread)
+        outline = []
+        if thread is not None:
+            messages = mailing_list.messages
+            for name, depth in thread.walk():
+                other = messages[name]
+                outline.append({
+                    "message": other,
+                    "depth": min(depth, MAX_INDENT),
+                    "sender": display_name(other.sender_name, other.sender_address),
+                    "date": format_date(other.date),
+                    "current": other is message,
+                })
+        set_validators(self.request, message.date, message.__name__,
+                       thread.__name__ if thread is not None else "", len(outline))
+        return {
+            "mailing_list": mailing_list,
+            "thread": thread,
+            "entry": message_entry(message),
+            "outline": outline,
+        }
+
+    @view_config(name="raw")
+    def raw(self):
+        response = Response(body=self.context.original_bytes(), content_type="text/plain", charset="utf-8")
+        # The bytes are the mail as received, in whatever charset it came;
+        # browsers must not guess a type from them.
+        response.headers["Content-Disposition"] = "inline"
+        return response
+
+    @view_config(name="attachment")
+    def attachment(self):
+        subpath = self.request.subpath
+        if not subpath or not subpath[0].isdigit():
+            raise HTTPNotFound()
+        try:
+            attachment = self.context.attachment(int(subpath[0]))
+        except KeyError:
+            raise HTTPNotFound() from None
+        if len(subpath) == 1:
+            return HTTPMovedPermanently(location=attachment_url(self.request, attachment))
+        response = Response(body=attachment.data(), content_type=attachment.content_type)
+        disposition = "inline" if attachment.content_type in INLINE_TYPES else "attachment"
+        response.content_disposition = f"{disposition}; filename*=UTF-8''{quote(attachment.filename, safe='')}"
+        return response
+
+
+def attachment_url(request, attachment):
+    message = attachment.__parent__
+    return request.resource_url(message, "attachment", str(attachment.index), attachment.filename)

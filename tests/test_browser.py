@@ -1,0 +1,85 @@
+"""A real browser (Debian's Chromium, driven by Playwright) on a running server."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, wait_for_port, write_config
+from tests.test_pages import CORPUS, LIST, h
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("browser")
+    port = free_port()
+    config = write_config(folder, port=port)
+    mbox = folder / "fixture.mbox"
+    mbox.write_bytes(mbox_bytes(CORPUS))
+    kittypyr("import", config, LIST, mbox, check=True)
+    log = open(folder / "server.log", "wb")
+    process = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
+    try:
+        wait_for_port(port, process=process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page():
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: `make test` installs Debian's chromium package")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"],
+        )
+        page = browser.new_page()
+        yield page
+        browser.close()
+
+
+def test_thread_page_in_a_real_browser(server, page):
+    errors = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server}/list/{LIST}/thread/{h(0)}/")
+    assert page.locator("h1").inner_text() == "Hello <script>alert('subject')</script>"
+    articles = page.locator("article.message")
+    assert articles.count() == 4
+
+    page.keyboard.press("j")
+    assert page.evaluate("document.activeElement.id") == f"m-{h(0)}"
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert page.evaluate("document.activeElement.id") == f"m-{h(2)}"
+    page.keyboard.press("k")
+    assert page.evaluate("document.activeElement.id") == f"m-{h(1)}"
+    # The relative-time hint was added by the script.
+    assert "ago" in page.locator("article.message time").first.get_attribute("title")
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "thread.png"), full_page=True)
+    assert errors == []
+
+
+def test_reading_order_choice_is_remembered(server, page):
+    page.goto(f"{server}/list/{LIST}/thread/{h(0)}/")
+    page.click("nav.view-toggle a[data-view=flat]")
+    page.wait_for_url("**view=flat**")
+    page.goto(f"{server}/list/{LIST}/thread/{h(0)}/")
+    page.wait_for_url("**view=flat**")
+    assert page.locator("nav.view-toggle strong").inner_text() == "By date"
+    page.click("nav.view-toggle a[data-view=tree]")
+    page.wait_for_load_state()
+    assert "view=flat" not in page.url

@@ -14,6 +14,7 @@ from repoze.catalog.query import Eq
 
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
+from kittypyr.stats import rebuild_activity
 
 
 def _environment(config_uri):
@@ -42,6 +43,9 @@ def command_import(args):
 def command_reindex(args):
     with _environment(args.config) as env:
         count = reindex_archive(env["root"], env["registry"], commit=transaction.manager.commit)
+        for mailing_list in env["root"].lists.values():
+            rebuild_activity(mailing_list)
+            transaction.manager.commit()
     print(f"indexed {count} resources")
     return 0
 
@@ -104,7 +108,7 @@ def build_parser():
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=command_import)
 
-    p = commands.add_parser("reindex", help="rebuild the catalog from the archive")
+    p = commands.add_parser("reindex", help="rebuild the catalog and the lists' statistics from the archive")
     p.add_argument("config")
     p.set_defaults(func=command_reindex)
 

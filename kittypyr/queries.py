@@ -3,9 +3,10 @@
 import itertools
 
 from pyramid.traversal import find_root
-from repoze.catalog.query import Eq, Gt, Lt
+from repoze.catalog.query import Eq
 
 from kittypyr.catalog import search
+from kittypyr.stats import activity_of
 
 
 def _threads_of(mailing_list):
@@ -28,11 +29,12 @@ def month_threads(month, start, size):
 
 
 def neighbour_threads(thread):
-    """``(older, newer)``: the threads started just before and just after ``thread``."""
+    """``(older, newer)``: the threads started just before and just after ``thread``.
+
+    Read from the list's chronology of thread starts: a date-range query on
+    the catalog would load a set for every distinct date in the archive.
+    """
     mailing_list = thread.mailing_list
-    archive = find_root(mailing_list)
-    started = int(thread.date_started.timestamp())
-    base = _threads_of(mailing_list)
-    _, older = search(archive, base & Lt("date", started), sort_index="date", reverse=True, limit=1)
-    _, newer = search(archive, base & Gt("date", started), sort_index="date", limit=1)
-    return next(older, None), next(newer, None)
+    threads = mailing_list.threads.data
+    older, newer = activity_of(mailing_list).neighbours(thread)
+    return threads.get(older) if older else None, threads.get(newer) if newer else None

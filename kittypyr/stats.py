@@ -12,7 +12,8 @@ from BTrees.OIBTree import OIBTree
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 
-from kittypyr.events import IMessageArchived
+from kittypyr.events import IMessageArchived, IObjectAdded, IObjectWillBeRemoved
+from kittypyr.resources import Thread
 from kittypyr.resources.thread import month_of
 
 
@@ -30,6 +31,20 @@ class ListActivity(Persistent):
         self.sender_names = OOBTree()  # address -> latest display name
         self.thread_days = OOBTree()  # ('YYYY-MM-DD', thread key) -> messages
         self.participants = OIBTree()  # address -> messages, all time
+        self.thread_starts = OOBTree()  # (start timestamp, thread key) -> None
+
+    def thread_started(self, thread):
+        self.thread_starts[_start_key(thread)] = None
+
+    def thread_gone(self, thread):
+        self.thread_starts.pop(_start_key(thread), None)
+
+    def neighbours(self, thread):
+        """``(older key, newer key)``: the threads started just before and after ``thread``."""
+        key = _start_key(thread)
+        before = self.thread_starts.keys(max=key, excludemax=True)
+        after = self.thread_starts.keys(min=key, excludemin=True)
+        return (before[-1][1] if len(before) else None), (after[0][1] if len(after) else None)
 
     def record(self, message):
         day = day_of(message.date)
@@ -79,6 +94,10 @@ class ListActivity(Persistent):
         return [(int(m[:4]), int(m[5:]), count) for m, count in self.per_month.items()]
 
 
+def _start_key(thread):
+    return (int(thread.date_started.timestamp()), thread.__name__)
+
+
 def _add(tree, key, delta):
     tree[key] = tree.get(key, 0) + delta
 
@@ -95,11 +114,24 @@ def on_message_archived(event):
     activity_of(event.mailing_list).record(event.message)
 
 
+def on_thread_added(event):
+    if isinstance(event.object, Thread) and event.object.date_started is not None:
+        activity_of(event.object.mailing_list).thread_started(event.object)
+
+
+def on_thread_removed(event):
+    if isinstance(event.object, Thread) and event.object.date_started is not None:
+        activity_of(event.object.mailing_list).thread_gone(event.object)
+
+
 def rebuild_activity(mailing_list):
     """Recount a list's aggregates from its messages (for ``kittypyr reindex``)."""
-    mailing_list.activity = ListActivity()
+    activity = mailing_list.activity = ListActivity()
     for message in mailing_list.messages.values():
-        mailing_list.activity.record(message)
+        activity.record(message)
+    for thread in mailing_list.threads.values():
+        if thread.date_started is not None:
+            activity.thread_started(thread)
 
 
 def today():
@@ -108,4 +140,6 @@ def today():
 
 def includeme(config):
     config.add_subscriber(on_message_archived, IMessageArchived)
+    config.add_subscriber(on_thread_added, IObjectAdded)
+    config.add_subscriber(on_thread_removed, IObjectWillBeRemoved)
 

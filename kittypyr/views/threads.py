@@ -1,5 +1,7 @@
 """A thread on one page, a single message, its raw bytes and attachments."""
 
+import collections
+import threading
 from urllib.parse import quote
 
 from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
@@ -18,6 +20,39 @@ MAX_INDENT = 8
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
+class RenderedBodies:
+    """A bounded cache of rendered bodies, keyed by the stored revision.
+
+    A thread page renders every body in it; keeping the HTML of recently
+    shown messages makes popular threads cheap. The key includes the
+    object's serial, so an edited message is never served stale.
+    """
+
+    def __init__(self, capacity=5000):
+        self.capacity = capacity
+        self.entries = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def __call__(self, message):
+        key = (message._p_oid, message._p_serial) if message._p_oid is not None else None
+        if key is not None:
+            with self.lock:
+                html = self.entries.get(key)
+                if html is not None:
+                    self.entries.move_to_end(key)
+                    return html
+        html = render_body(message.body_text)
+        if key is not None:
+            with self.lock:
+                self.entries[key] = html
+                if len(self.entries) > self.capacity:
+                    self.entries.popitem(last=False)
+        return html
+
+
+rendered_body = RenderedBodies()
+
+
 def message_entry(message, depth=0):
     """What a page shows of one message."""
     return {
@@ -28,7 +63,7 @@ def message_entry(message, depth=0):
         "avatar": avatar(message.sender_name, message.sender_address),
         "date": format_date(message.date),
         "iso_date": iso_date(message.date),
-        "body": render_body(message.body_text),
+        "body": rendered_body(message),
         "attachments": [
             {"attachment": a, "size": human_size(a.size)} for a in message.attachments
         ],

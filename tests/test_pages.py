@@ -190,3 +190,9 @@ def test_json_api(browser):
     assert "ada at example.org" in email["body"]
     assert browser.get(f"/api/list/{LIST}/").json["threads"] == 3
     browser.get(f"/api/list/{LIST}/email/NOPE/", status=404)
+
+
+def test_overview_and_month_pages_revalidate(browser):
+    for url in (f"/list/{LIST}/", f"/list/{LIST}/2019/3/", "/"):
+        first = browser.get(url)
+        browser.get(url, headers={"If-None-Match": first.headers["ETag"]}, status=304)

@@ -7,7 +7,7 @@ from kittypyr.queries import month_threads, recent_threads
 from kittypyr.resources import Archive, MailingList, MailingLists
 from kittypyr.resources.browsing import Month, Year
 from kittypyr.stats import activity_of, today
-from kittypyr.views.presentation import Page, activity_chart, page_number, sparkline
+from kittypyr.views.presentation import Page, activity_chart, page_number, set_validators, sparkline
 
 MONTH_PAGE_SIZE = 50
 
@@ -35,6 +35,8 @@ def archive_index(context, request):
         or name_filter in mailing_list.address
         or name_filter in mailing_list.display_name.lower()
     ]
+    set_validators(request, None, "index", len(context.lists),
+                   sum(s["list"].message_count for s in summaries), day, order, name_filter)
     if order == "name":
         summaries.sort(key=lambda s: s["list"].display_name.lower())
     else:
@@ -51,6 +53,7 @@ def lists_folder(context, request):
 def list_overview(context, request):
     day = today()
     activity = activity_of(context)
+    set_validators(request, None, "list", context.message_count, len(activity.thread_starts), day)
     threads = context.threads
     busiest = []
     for key, count in activity.busiest_threads(day):
@@ -77,4 +80,6 @@ def month_page(context, request):
     number = max(1, page_number(request))
     total, threads = month_threads(context, (number - 1) * MONTH_PAGE_SIZE, MONTH_PAGE_SIZE)
     page = Page(number, total, MONTH_PAGE_SIZE)
+    set_validators(request, None, "month", context.key, page.number,
+                   activity_of(context.mailing_list).per_month.get(context.key, 0), total)
     return {"month": context, "mailing_list": context.mailing_list, "threads": threads, "page": page}

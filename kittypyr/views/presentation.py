@@ -112,3 +112,17 @@ def page_number(request):
     except ValueError:
         return 1
 
+
+
+def set_validators(request, last_modified, *parts):
+    """Let browsers and proxies revalidate: ETag (and Last-Modified), 304 when unchanged.
+
+    ``parts`` are everything the page depends on; the day is among them
+    wherever a page shows "the last 30 days".
+    """
+    response = request.response
+    if last_modified is not None:
+        response.last_modified = last_modified
+    digest = hashlib.sha1("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()[:20]
+    response.etag = digest
+    response.conditional_response = True

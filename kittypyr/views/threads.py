@@ -12,7 +12,14 @@ from kittypyr.queries import neighbour_threads
 from kittypyr.rendering import render_body
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.browsing import ThreadAlias
-from kittypyr.views.presentation import avatar, display_name, format_date, human_size, iso_date
+from kittypyr.views.presentation import (
+    avatar,
+    display_name,
+    format_date,
+    human_size,
+    iso_date,
+    set_validators,
+)
 
 # Deeper replies are drawn at this depth, so long chains stay readable.
 MAX_INDENT = 8
@@ -68,14 +75,6 @@ def message_entry(message, depth=0):
             {"attachment": a, "size": human_size(a.size)} for a in message.attachments
         ],
     }
-
-
-def set_validators(request, last_modified, *parts):
-    """Let browsers and proxies revalidate: ETag and Last-Modified, 304 when unchanged."""
-    response = request.response
-    response.last_modified = last_modified
-    response.etag = "-".join(str(p) for p in parts)
-    response.conditional_response = True
 
 
 @view_defaults(context=Thread)

@@ -9,6 +9,7 @@ PARTS = (
     "kittypyr.resources",
     "kittypyr.catalog",
     "kittypyr.stats",
+    "kittypyr.search",
     "kittypyr.views",
 )
 

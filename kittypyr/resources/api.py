@@ -21,11 +21,21 @@ class ApiRoot(_Node):
             return ApiLists("lists", self)
         if name == "list":
             return ApiListFolder("list", self)
+        if name == "search":
+            return ApiSearch("search", self)
         raise KeyError(name)
 
 
 class ApiLists(_Node):
     """All lists."""
+
+    @property
+    def archive(self):
+        return self.__parent__.archive
+
+
+class ApiSearch(_Node):
+    """``/api/search?q=...``: the search page's results as JSON."""
 
     @property
     def archive(self):

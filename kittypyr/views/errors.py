@@ -1,10 +1,7 @@
 """Pages for what is not there, and the headers every response carries."""
 
 from pyramid.events import NewResponse, subscriber
-from pyramid.traversal import find_interface
 from pyramid.view import notfound_view_config
-
-from kittypyr.resources import MailingList
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -24,6 +21,4 @@ def protective_headers(event):
 @notfound_view_config(renderer="kittypyr.templates:notfound.pt")
 def not_found(request):
     request.response.status = 404
-    context = getattr(request, "context", None)
-    mailing_list = find_interface(context, MailingList) if context is not None else None
-    return {"mailing_list": mailing_list}
+    return {"mailing_list": request.current_list}

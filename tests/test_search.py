@@ -1,0 +1,138 @@
+"""Search: precise answers for every part of the query language."""
+
+from datetime import datetime, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.search import parse_search, run_search
+from tests.mailbuilder import attachment, make_message, multipart, text_part
+from tests.test_app import make_app
+
+DEV = "dev@lists.example.org"
+USERS = "users@lists.example.org"
+
+
+def mail(n, body, subject="Note", sender=("Ada Lovelace", "ada@example.org"), date=None, files=False):
+    content = body
+    if files:
+        content = multipart("mixed", text_part(body), attachment(b"data", "application/pdf", "notes.pdf"))
+    return make_message(message_id=f"<s{n}@example.org>", subject=subject, sender=sender,
+                        date=date or datetime(2019, 3, 14, 9, 0, tzinfo=timezone.utc), body=content)
+
+
+# (list, raw)
+CORPUS = [
+    (DEV, mail(1, "The quick brown fox jumps.\n", date=datetime(2018, 12, 31, 23, 59, 59, tzinfo=timezone.utc))),
+    (DEV, mail(2, "A quick brown fox again, very quick.\n", date=datetime(2019, 1, 1, 0, 0, tzinfo=timezone.utc))),
+    (DEV, mail(3, "Brown bears and a quick hare.\n", sender=("Grace Hopper", "grace@navy.example"),
+               date=datetime(2019, 6, 30, 23, 59, tzinfo=timezone.utc))),
+    (DEV, mail(4, "Nothing about animals here.\n", subject="Kernel oops", files=True,
+               date=datetime(2019, 7, 1, 0, 0, tzinfo=timezone.utc))),
+    (DEV, mail(5, "> quick brown fox\nQuoted, not mine.\n", sender=("Bob", "bob@example.org"))),
+    (USERS, mail(6, "The quick brown fox visits users.\n", subject="Fox on users")),
+]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    application = make_app(tmp_path_factory.mktemp("search"))
+    with prepare(registry=application.registry) as env:
+        for address, raw in CORPUS:
+            archive_message(ensure_mailing_list(env["root"], address), raw)
+        transaction.commit()
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def found(app, query, mlist=None, sort="relevance", lists=(DEV, USERS)):
+    with prepare(registry=app.registry) as env:
+        results = run_search(env["root"], query, list(lists), mlist=mlist, sort=sort, size=100)
+        return sorted(int(h.message.message_id[1:].split("@")[0]) for h in results.hits), results
+
+
+def test_phrase_matches_exactly_the_messages_holding_it(app):
+    assert found(app, '"quick brown fox"')[0] == [1, 2, 6]  # 5 only quotes it
+    assert found(app, '"quick brown fox"', mlist=DEV)[0] == [1, 2]
+
+
+def test_words_all_must_match_and_excluded_words_exclude(app):
+    assert found(app, "quick brown")[0] == [1, 2, 3, 6]
+    assert found(app, "quick brown -fox")[0] == [3]
+    assert found(app, "bears OR jumps")[0] == [1, 3]
+
+
+def test_from_by_name_or_address(app):
+    assert found(app, "from:grace")[0] == [3]
+    assert found(app, "from:Hopper quick")[0] == [3]
+    assert found(app, "from:ada@example.org", mlist=DEV)[0] == [1, 2, 4]
+    ids, results = found(app, "from:nobody")
+    assert ids == [] and results.problems
+
+
+def test_dates_cut_at_the_boundaries(app):
+    assert found(app, "date:2019-01..2019-06 quick")[0] == [2, 3, 6]  # 5 only quotes it
+    assert found(app, "date:2019 brown", mlist=DEV)[0] == [2, 3]
+    assert found(app, "before:2019 quick")[0] == [1]
+    assert found(app, "after:2019-07-01")[0] == [4]  # from that day on
+    assert found(app, "after:2019-07-02")[0] == []
+    assert found(app, "after:2019-07")[0] == [4]
+    assert found(app, "after:2019-03-14 before:2019-03-15")[0] == [5, 6]
+
+
+def test_fields_subject_list_attachment(app):
+    assert found(app, "subject:oops")[0] == [4]
+    assert found(app, "has:attachment")[0] == [4]
+    assert found(app, "list:users fox")[0] == [6]
+
+
+def test_other_lists_never_appear(app):
+    assert found(app, "fox", mlist=USERS)[0] == [6]
+    assert found(app, "fox", lists=(DEV,))[0] == [1, 2]
+
+
+def test_relevance_then_date_order(app):
+    ids, results = found(app, "quick")
+    order = [h.message.message_id for h in results.hits]
+    assert order[0] == "s2@example.org"  # "quick" twice
+    ids, results = found(app, "quick", sort="date-asc")
+    assert [h.message.message_id for h in results.hits][0] == "s1@example.org"
+
+
+def test_malformed_queries_explain_and_still_search(app):
+    ids, results = found(app, '"quick brown')
+    assert ids == [1, 2, 3, 6] or ids == [1, 2, 6]
+    assert any("quote" in p for p in results.problems)
+    ids, results = found(app, "colour:red fox")
+    assert any("colour" in p for p in results.problems)
+    ids, results = found(app, "date:yesterday fox")
+    assert ids == [1, 2, 6] and any("date" in p for p in results.problems)
+    assert parse_search("").groups == []
+
+
+def test_search_page_and_json(app):
+    browser = TestApp(app)
+    page = browser.get("/search", params={"q": "bears", "mlist": DEV})
+    assert "1 messages found" in page.text
+    hit = page.html.select_one("ol.hits li")
+    assert hit.select_one("mark").text.lower() == "bears"
+    assert hit.a["href"].endswith("/message/" + hit.a["href"].rstrip("/").split("/")[-1] + "/")
+    assert "Grace Hopper" in hit.text
+    bad = browser.get("/search", params={"q": '"unclosed date:nope'})
+    assert bad.status_int == 200 and "ul" in str(bad.html.select_one("ul.problems"))
+    data = browser.get("/api/search", params={"q": "fox", "mlist": USERS}).json
+    assert data["count"] == 1 and "<mark>" in data["results"][0]["snippet"]
+    assert "@" not in data["results"][0]["sender_address"]
+    assert browser.get("/search-help").status_int == 200
+
+
+def test_a_message_is_found_in_the_next_request(app):
+    browser = TestApp(app)
+    assert "0 messages found" in browser.get("/search", params={"q": "zanzibar"}).text
+    with prepare(registry=app.registry) as env:
+        archive_message(ensure_mailing_list(env["root"], DEV), mail(99, "Off to zanzibar.\n"))
+        transaction.commit()
+    assert "1 messages found" in browser.get("/search", params={"q": "zanzibar"}).text

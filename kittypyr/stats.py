@@ -59,6 +59,17 @@ class ListActivity(Persistent):
                 self.sender_names[address] = message.sender_name
         _add(self.thread_days, (day, message.thread), 1)
 
+    def forget(self, message, thread_key=None):
+        """Take a deleted message out of every count (it was recorded under ``thread_key``)."""
+        day = day_of(message.date)
+        _add(self.per_day, day, -1)
+        _add(self.per_month, month_of(message.date), -1)
+        address = message.sender_address
+        if address:
+            _add(self.sender_days, (day, address), -1)
+            _add(self.participants, address, -1)
+        _add(self.thread_days, (day, thread_key or message.thread), -1)
+
     def daily_counts(self, end, days):
         """[(date, count)] for the ``days`` days up to and including ``end``."""
         start = end - timedelta(days=days - 1)
@@ -99,7 +110,11 @@ def _start_key(thread):
 
 
 def _add(tree, key, delta):
-    tree[key] = tree.get(key, 0) + delta
+    count = tree.get(key, 0) + delta
+    if count > 0:
+        tree[key] = count
+    elif key in tree:
+        del tree[key]
 
 
 def activity_of(mailing_list):

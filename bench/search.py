@@ -1,0 +1,111 @@
+"""Search latency over HTTP and the catalog's size, on a real archive.
+
+    .venv/bin/python bench/search.py [--data DIR] [--corpus PATH] [--requests N]
+
+Imports the corpus into DIR (skipped when DIR already holds an archive; the
+same folder as bench/pages.py can be shared), serves it with ``pserve``,
+and prints p50 / p95 latency of ``/search`` for a common word, a rare word,
+a phrase, ``from:`` with a word and a date range with a word, with the
+number of hits of each; then the catalog's size against the raw mail.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from pages import LIST, measure, rss_mb  # noqa: E402
+
+from tests.functional import VENV_BIN, free_port, kittypyr, wait_for_port, write_config  # noqa: E402
+
+QUERIES = {
+    "common word": "kernel",
+    "rare word": "yeeloong",
+    "phrase": '"cache flush"',
+    "from: + word": "from:ralf kernel",
+    "date range + word": "date:2010-01..2010-06 kernel",
+}
+
+
+def catalog_size(config):
+    """Bytes of every stored record reachable from the catalog and its document map."""
+    from pyramid.paster import bootstrap
+    from ZODB.serialize import referencesf
+
+    with bootstrap(str(config)) as env:
+        archive = env["root"]
+        storage = archive._p_jar.db().storage
+        pending = [archive.catalog._p_oid, archive.document_map._p_oid]
+        seen = set(pending)
+        total = 0
+        while pending:
+            oid = pending.pop()
+            data, _ = storage.load(oid)
+            total += len(data)
+            for ref in referencesf(data):
+                if ref not in seen:
+                    seen.add(ref)
+                    pending.append(ref)
+        raw = sum(m.size for ml in archive.lists.values() for m in ml.messages.values())
+        return {"catalog": total, "raw": raw}
+
+
+def hits(port, query):
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("GET", "/api/search?" + urllib.parse.urlencode({"q": query, "mlist": LIST}))
+    count = json.loads(connection.getresponse().read())["count"]
+    connection.close()
+    return count
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", help="folder for the archive (kept; reused when present)")
+    parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
+    parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--size-of", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.size_of:
+        print(json.dumps(catalog_size(args.size_of)))
+        return
+
+    folder = Path(args.data or tempfile.mkdtemp(prefix="kittypyr-search-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = write_config(folder, port=port)
+    if not (folder / "var" / "Data.fs").exists():
+        print(f"importing {args.corpus} ...", flush=True)
+        kittypyr("import", config, LIST, args.corpus, "--quiet", check=True, timeout=3600)
+
+    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout=300, process=server)
+        print(f"{'query':20} {'q':32} {'hits':>6} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}")
+        for name, query in QUERIES.items():
+            url = "/search?" + urllib.parse.urlencode({"q": query, "mlist": LIST})
+            cold, p50, p95 = measure(port, url, args.requests)
+            print(f"{name:20} {query:32} {hits(port, query):6d} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
+        print(f"server RSS after the run: {rss_mb(server.pid):.0f} MB")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    sizes = json.loads(subprocess.run([sys.executable, __file__, "--size-of", str(config)], check=True,
+                                      capture_output=True, text=True).stdout)
+    mb = 1024 * 1024
+    print(f"catalog {sizes['catalog'] / mb:.1f} MB for {sizes['raw'] / mb:.1f} MB of raw mail "
+          f"({sizes['catalog'] / sizes['raw']:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -33,7 +33,7 @@ serve: install
 	mkdir -p var/blobs
 	$(BIN)/pserve $(CONFIG)
 
-test: install-test /usr/bin/chromium
+test: install-test /usr/bin/chromium mailman-venv
 	$(BIN)/python -m pytest tests
 
 bench: install
@@ -44,3 +44,23 @@ robustness: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# The Mailman integration tests run a real Mailman core, whose dependency pins
+# clash with the archive's own, so it lives in a virtualenv of its own.
+MAILMAN_VENV := .venv-mailman
+MAILMAN_STAMP := $(MAILMAN_VENV)/.installed
+# SQLAlchemy 2.1 makes Mailman 3.3.10's REST roster calls fail; gunicorn after
+# 23 shares one control socket between all instances on the machine.
+MAILMAN_PINS := "mailman==3.3.10" "mailman-hyperkitty==1.2.1" \
+	"mailmanclient==3.3.5" "aiosmtpd==1.4.6" "SQLAlchemy>=2.0,<2.1" \
+	"falcon>=3.1.3,<4" "gunicorn==23.0.0" "alembic>=1.13,<1.15"
+
+.PHONY: mailman-venv
+
+$(MAILMAN_STAMP):
+	$(PYTHON) -m venv $(MAILMAN_VENV)
+	$(MAILMAN_VENV)/bin/pip install --quiet --upgrade pip
+	$(MAILMAN_VENV)/bin/pip install --quiet $(MAILMAN_PINS)
+	touch $@
+
+mailman-venv: $(MAILMAN_STAMP)

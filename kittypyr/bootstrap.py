@@ -4,12 +4,21 @@ from pyramid_zodbconn import get_connection
 
 from kittypyr.catalog import catalog_is_in_sync, sync_catalog
 from kittypyr.resources import Archive
+from kittypyr.resources.archive import new_quarantine
 
 ROOT_KEY = "kittypyr"
 
+
+
+def add_quarantine(archive):
+    """Version 1: a quarantine for mail that cannot be read as a message."""
+    if getattr(archive, "quarantine", None) is None:
+        archive.quarantine = new_quarantine(archive)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
-EVOLVE_STEPS = []
+EVOLVE_STEPS = [add_quarantine]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -74,6 +74,7 @@ def archive_info(archive, list_address=None):
     }
     if list_address is None:
         info["lists"] = len(mailing_lists)
+        info["quarantined"] = len(archive.quarantine)
         info["mailing_lists"] = [m.address for m in mailing_lists]
     else:
         info["list"] = mailing_lists[0].address

@@ -23,6 +23,8 @@ class ApiRoot(_Node):
             return ApiListFolder("list", self)
         if name == "search":
             return ApiSearch("search", self)
+        if name == "mailman":
+            return ApiMailman("mailman", self)
         raise KeyError(name)
 
 
@@ -36,6 +38,14 @@ class ApiLists(_Node):
 
 class ApiSearch(_Node):
     """``/api/search?q=...``: the search page's results as JSON."""
+
+    @property
+    def archive(self):
+        return self.__parent__.archive
+
+
+class ApiMailman(_Node):
+    """``/api/mailman/``: where Mailman core's archiver plugin hands over mail."""
 
     @property
     def archive(self):

@@ -4,16 +4,25 @@ from persistent import Persistent
 
 from kittypyr.resources.api import ApiRoot
 from kittypyr.resources.containers import Container
+from kittypyr.resources.quarantine import Quarantine
 
 
 class MailingLists(Container):
     """All archived lists, keyed by posting address (lower case)."""
 
 
+def new_quarantine(archive):
+    quarantine = Quarantine()
+    quarantine.__name__ = "quarantine"
+    quarantine.__parent__ = archive
+    return quarantine
+
+
 class Archive(Persistent):
     """The root resource (``__name__ == ''``).
 
-    Its traversable children are ``list`` and the JSON ``api``. The catalog and its document map
+    Its traversable children are ``list`` and the JSON ``api``. The
+    quarantine of unreadable mail is an attribute too: only admins see it. The catalog and its document map
     are attributes, deliberately out of traversal's reach.
     """
 
@@ -28,6 +37,7 @@ class Archive(Persistent):
         self.lists.__parent__ = self
         self.catalog = None
         self.document_map = None
+        self.quarantine = new_quarantine(self)
 
     def __getitem__(self, name):
         if name == "list":

@@ -39,6 +39,12 @@ class ListActivity(Persistent):
     def thread_gone(self, thread):
         self.thread_starts.pop(_start_key(thread), None)
 
+    def newest_thread_keys(self, limit=10):
+        """Keys of the threads started last, newest first."""
+        keys = self.thread_starts.keys()
+        count = len(keys)
+        return [keys[i][1] for i in range(count - 1, max(count - 1 - limit, -1), -1)]
+
     def neighbours(self, thread):
         """``(older key, newer key)``: the threads started just before and after ``thread``."""
         key = _start_key(thread)

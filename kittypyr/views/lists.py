@@ -63,6 +63,7 @@ def list_overview(context, request):
     return {
         "mailing_list": context,
         "recent_threads": recent_threads(context, limit=15),
+        "new_threads": [threads.data[k] for k in activity.newest_thread_keys(10) if k in threads.data],
         "busiest_threads": busiest[:10],
         "top_senders": activity.top_senders(day),
         "months": list(reversed(activity.months())),

@@ -57,3 +57,44 @@ def absolute_url(request, resource):
     """``resource``'s URL under ``kittypyr.base_url``."""
     return base_url(request) + request.resource_path(resource).lstrip("/")
 
+
+
+def mailman_client(registry):
+    """A mailmanclient Client for Mailman core's REST API, or None if not configured."""
+    settings = registry.settings
+    url = settings.get("kittypyr.mailman_url", "").rstrip("/")
+    if not url:
+        return None
+    from mailmanclient import Client
+
+    return Client(url + "/3.1", settings.get("kittypyr.mailman_user", ""),
+                  settings.get("kittypyr.mailman_password", ""))
+
+
+def fetch_list_details(registry, list_address):
+    """``{display_name, description, archive_policy}`` from Mailman, or None.
+
+    Mailman being unreachable must never cost a message: the failure is
+    logged and the list keeps what it has.
+    """
+    client = mailman_client(registry)
+    if client is None:
+        return None
+    try:
+        mailing_list = client.get_list(list_address)
+        settings = mailing_list.settings
+        return {
+            "display_name": mailing_list.display_name or "",
+            "description": settings.get("description", "") or "",
+            "archive_policy": settings.get("archive_policy", "public") or "public",
+        }
+    except Exception as exc:  # HTTP errors, refused connections, timeouts alike
+        log.warning("could not fetch the details of %s from Mailman: %r", list_address, exc)
+        return None
+
+
+def apply_list_details(mailing_list, details):
+    if details:
+        mailing_list.display_name = details["display_name"] or mailing_list.display_name
+        mailing_list.description = details["description"]
+        mailing_list.archive_policy = details["archive_policy"]

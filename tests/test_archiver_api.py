@@ -95,3 +95,27 @@ def test_storage_trouble_answers_an_error_so_mailman_keeps_the_mail(tmp_path):
     app.registry._zodb_databases[""].close()  # the storage is gone
     response = post(TestApp(app), make_message(message_id="<down@example.org>"), status="*")
     assert response.status_int >= 500
+
+
+def test_mailman_unreachable_still_archives(tmp_path):
+    from tests.functional import free_port
+
+    app = make(tmp_path, **{"kittypyr.mailman_url": f"http://127.0.0.1:{free_port()}"})
+    try:
+        browser = TestApp(app)
+        answer = post(browser, make_message(message_id="<u@example.org>", subject="Kept anyway")).json
+        assert answer["url"].endswith(f"/message/{message_id_hash('<u@example.org>')}/")
+        assert "Kept anyway" in browser.get(f"/list/{LIST}/message/{message_id_hash('<u@example.org>')}/")
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_lists_whose_policy_is_never_are_not_archived(app):
+    with prepare(registry=app.registry) as env:
+        from kittypyr.archiving import ensure_mailing_list
+
+        ensure_mailing_list(env["root"], LIST).archive_policy = "never"
+        env["request"].tm.commit()
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<nv@example.org>"))
+    browser.get(f"/list/{LIST}/message/{message_id_hash('<nv@example.org>')}/", status=404)

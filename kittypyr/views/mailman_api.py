@@ -10,7 +10,9 @@ from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.mail import UnparseableMessage
 from kittypyr.mailman import (
     absolute_url,
+    apply_list_details,
     client_is_allowed,
+    fetch_list_details,
     key_is_valid,
     list_url,
     message_url,
@@ -39,7 +41,12 @@ def archive(context, request):
         # A request Mailman never sends: no message is at stake.
         raise HTTPBadRequest(json_body={"error": "expected the fields mlist and message"})
     raw = upload.file.read()
+    known = list_address in context.archive.lists
     mailing_list = ensure_mailing_list(context.archive, list_address)
+    if not known:
+        apply_list_details(mailing_list, fetch_list_details(request.registry, list_address))
+    if mailing_list.archive_policy == "never":
+        return {"url": list_url(request, list_address)}
     try:
         message = archive_message(mailing_list, raw)
     except UnparseableMessage as exc:

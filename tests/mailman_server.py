@@ -330,13 +330,18 @@ class MailmanCore:
             log_offset = 0
         began = time.monotonic()
         deadline = began + timeout
-        # --force: a master killed without cleanup leaves a lock behind that
-        # would otherwise block every later start in this folder.
+        # A pid file left by a master killed in an earlier run would be read
+        # as this run's master having died.
+        stale_pid = self._read_pid_file()
+        if stale_pid is not None and not _alive(stale_pid):
+            (self.var_dir / "master.pid").unlink()
         # Marked started before the command returns: a timeout or failure may
         # still have left a forked master behind for stop() to clean up.
         self._started = True
         atexit.register(self.stop)
         try:
+            # --force: that killed master also leaves a lock behind, which
+            # would otherwise block every later start in this folder.
             result = self._run_command("start", "--force", timeout=timeout)
             if result.returncode != 0:
                 self._fail("`mailman start` exited with %d" % result.returncode)

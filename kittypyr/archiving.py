@@ -52,7 +52,20 @@ def archive_message(mailing_list, raw_bytes, envelope_date=None, registry=None):
     return store_parsed(mailing_list, parsed, registry=registry).message
 
 
-def _storage_id(messages, parsed):
+def _hasher(parsed):
+    """``message_id_hash``, using the hashes a parser process computed."""
+    known = getattr(parsed, "id_hashes", None)
+    if not known:
+        return message_id_hash
+
+    def hash_of(message_id):
+        name = known.get(message_id)
+        return message_id_hash(message_id) if name is None else name
+
+    return hash_of
+
+
+def _storage_id(messages, parsed, hash_of=message_id_hash):
     """The Message-ID to store ``parsed`` under, or None if it is a duplicate.
 
     A different message that reuses an archived Message-ID is kept under an
@@ -60,7 +73,7 @@ def _storage_id(messages, parsed):
     either stays idempotent.
     """
     message_id = parsed.message_id
-    existing = messages.get(message_id_hash(message_id))
+    existing = messages.get(hash_of(message_id))
     if existing is None:
         return message_id, None
     if existing.fingerprint == parsed.fingerprint:
@@ -77,14 +90,15 @@ def store_parsed(mailing_list, parsed, registry=None):
     if parsed.no_archive:
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
     messages = mailing_list.messages
-    message_id, existing = _storage_id(messages, parsed)
+    hash_of = _hasher(parsed)
+    message_id, existing = _storage_id(messages, parsed, hash_of)
     if message_id is None:
         return StoreResult(DUPLICATE, existing)
 
-    message = Message(parsed, message_id)
-    name = message_id_hash(message_id)
+    message = Message(parsed, message_id, jar=mailing_list._p_jar)
+    name = hash_of(message_id)
     # Placed before it is added, so the catalog sees its thread at once.
-    parent = _choose_parent(mailing_list, message, name)
+    parent = _choose_parent(mailing_list, message, name, hash_of)
     if parent is None:
         thread = Thread()
         message.thread = name
@@ -137,7 +151,7 @@ def _is_ancestor(messages, maybe_ancestor_name, name):
     return False
 
 
-def _choose_parent(mailing_list, message, name):
+def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
     """Return the archived parent message of ``message`` or None.
 
     Each more preferred candidate that is not archived yet gets ``name``
@@ -146,7 +160,7 @@ def _choose_parent(mailing_list, message, name):
     messages = mailing_list.messages
     waiting = mailing_list.waiting_for_parent
     for candidate_id in _candidate_parents(message):
-        candidate_name = message_id_hash(candidate_id)
+        candidate_name = hash_of(candidate_id)
         candidate = messages.get(candidate_name)
         if candidate is None:
             waiters = waiting.get(candidate_name, ())

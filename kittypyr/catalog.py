@@ -18,6 +18,7 @@ from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.indexes.text import CatalogTextIndex
 
 from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
+from kittypyr.lexicon import Lexicon, OkapiIndex
 from kittypyr.mail import searchable_text
 from kittypyr.resources import Archive, Message, Thread
 from kittypyr.resources.thread import month_of
@@ -92,8 +93,18 @@ def get_text(obj, default):
         words = getattr(obj, "_v_searchable_text", None)
         if words is None:
             words = searchable_text(obj.body_text)
-        return " ".join((obj.subject, obj.sender_name, words))
+        text = " ".join((obj.subject, obj.sender_name, words))
+        # Split into words by the parser process, when it made this text.
+        prepared = getattr(obj, "_v_prepared_text", None)
+        if prepared is not None and prepared == text:
+            return prepared
+        return text
     return default
+
+
+def make_text_index():
+    lexicon = Lexicon()
+    return CatalogTextIndex(get_text, lexicon=lexicon, index=OkapiIndex(lexicon))
 
 
 def default_index_factories():
@@ -107,7 +118,7 @@ def default_index_factories():
         "sender": lambda: CatalogFieldIndex(get_sender),
         "thread": lambda: CatalogFieldIndex(get_thread),
         "has_attachment": lambda: CatalogFieldIndex(get_has_attachment),
-        "text": lambda: CatalogTextIndex(get_text),
+        "text": make_text_index,
     }
 
 

@@ -14,6 +14,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import queue
 import random
 import sys
 import time
@@ -22,13 +23,18 @@ from dataclasses import dataclass, field
 from ZODB.POSException import ConflictError
 
 from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
+from kittypyr.lexicon import prepare_text
 from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
+from kittypyr.msgid import message_id_hash
 from kittypyr.resources.message import compress_original
 
 log = logging.getLogger(__name__)
 
 CHUNK = 64
+# Messages a parser process may run ahead of storing: at ~1,500 parsed a
+# second, enough to keep parsing through a batch's commit of several seconds.
+LEAD = 6000
 # Messages per commit: larger batches rewrite each shared index bucket less often.
 DEFAULT_BATCH = 5000
 
@@ -99,8 +105,7 @@ def parse_raw(raw_mail):
     """Parse one ``RawMail``; never raises."""
     try:
         mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
-        # Compressed here, in a parser process, to spare the storing one.
-        mail.raw_gzip = compress_original(mail)
+        _prepare_for_storing(mail)
         return Parsed(raw_mail.source, raw_mail.position, mail)
     except UnparseableMessage as exc:
         return Parsed(raw_mail.source, raw_mail.position, failure=f"not parseable: {exc}")
@@ -109,11 +114,26 @@ def parse_raw(raw_mail):
         return Parsed(raw_mail.source, raw_mail.position, failure=f"parser error: {exc!r}")
 
 
-def _parse_chunk(chunk):
-    return [parse_raw(raw_mail) for raw_mail in chunk]
+def _prepare_for_storing(mail):
+    """Do here, in a parser process, the pure work the storing process would do.
+
+    The storing process is the import's bottleneck: it gets the original
+    already compressed (and not the original itself, which it never needs
+    then), the Message-ID hashes it looks messages up by, and the words of
+    the message's searchable text, ready for the full-text index.
+    """
+    mail.raw_gzip = compress_original(mail)
+    mail.raw_size = len(mail.raw)
+    mail.raw = None
+    mail.id_hashes = {
+        message_id: message_id_hash(message_id)
+        for message_id in (mail.message_id, mail.in_reply_to, *mail.references)
+        if message_id
+    }
+    mail.prepared_text = prepare_text(" ".join((mail.subject, mail.sender_name, mail.index_text)))
 
 
-def read_sources(paths, report):
+def read_sources(paths, report, log_errors=True):
     """Yield every ``RawMail`` of ``paths``; record unreadable files in ``report``."""
     for path in paths:
         file_report = report.file(str(path))
@@ -125,10 +145,12 @@ def read_sources(paths, report):
                 yield raw_mail
         except MailSourceError as exc:
             file_report.error = str(exc)
-            log.error("%s", exc)
+            if log_errors:
+                log.error("%s", exc)
         except OSError as exc:
             file_report.error = f"{path}: {exc.strerror or exc}"
-            log.error("%s", file_report.error)
+            if log_errors:
+                log.error("%s", file_report.error)
 
 
 def _chunks(iterable, size):
@@ -142,25 +164,98 @@ def _chunks(iterable, size):
         yield chunk
 
 
-def parse_all(raw_mails, workers):
-    """Yield ``Parsed`` in input order, parsing in ``workers`` processes.
+def parse_all(paths, report, workers):
+    """Yield a ``Parsed`` for every message of ``paths``, in order.
 
-    At most a few chunks are in flight, so memory stays flat however large
-    the source is.
+    With ``workers`` > 0, parser processes read and parse, so that this
+    process, which stores, only unpickles what they send. Each reads every
+    source and parses every ``workers``-th chunk of it; chunks are taken
+    from them in turn, which restores the order. Each runs up to ``LEAD``
+    messages ahead, enough to go on while a batch commits, and holds them,
+    so memory here stays flat however large the source is.
     """
     if workers <= 0:
-        for raw_mail in raw_mails:
+        for raw_mail in read_sources(paths, report):
             yield parse_raw(raw_mail)
         return
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers) as pool:
-        in_flight = collections.deque()
-        for chunk in _chunks(raw_mails, CHUNK):
-            in_flight.append(pool.apply_async(_parse_chunk, (chunk,)))
-            if len(in_flight) >= workers * 4:
-                yield from in_flight.popleft().get()
-        while in_flight:
-            yield from in_flight.popleft().get()
+    depth = max(2, LEAD // CHUNK // workers)
+    channels = [context.Queue(depth) for _ in range(workers)]
+    processes = [
+        context.Process(target=_parser_process, args=(paths, number, workers, channels[number]),
+                        name=f"kittypyr-parser-{number}", daemon=True)
+        for number in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        turn = 0
+        while True:
+            kind, payload = _receive(channels[turn % workers], processes[turn % workers])
+            if kind == _DONE:
+                break
+            yield from payload
+            turn += 1
+        # Every other parser is done too: its next chunk would follow this one.
+        files = {turn % workers: payload}
+        for number in range(workers):
+            if number not in files:
+                files[number] = _receive(channels[number], processes[number])[1]
+        for path, read, error in files[0]:
+            file_report = report.file(path)
+            file_report.read = read
+            if error:
+                file_report.error = error
+                log.error("%s", error)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+        for channel in channels:
+            channel.close()
+
+
+_CHUNK, _DONE = "chunk", "done"
+
+
+def _receive(channel, process):
+    """The next item a parser process sent; raise if it died instead."""
+    while True:
+        try:
+            return channel.get(timeout=1)
+        except queue.Empty:
+            if process.is_alive():
+                continue
+        try:
+            # What it sent just before exiting may still be in transit.
+            return channel.get(timeout=1)
+        except queue.Empty:
+            raise RuntimeError(f"parser process {process.name} died (exit code {process.exitcode})") from None
+
+
+def _parser_process(paths, number, count, channel):
+    """Body of a parser process: parse chunk ``number``, ``number + count``... and send them."""
+    parent = multiprocessing.parent_process()
+
+    def send(item):
+        while True:
+            try:
+                channel.put(item, timeout=1)
+                return
+            except queue.Full:
+                if parent is not None and not parent.is_alive():
+                    # Nobody will read the rest: leave without flushing it.
+                    channel.cancel_join_thread()
+                    raise SystemExit(1) from None
+
+    report = ImportReport()
+    for index, chunk in enumerate(_chunks(read_sources(paths, report, log_errors=False), CHUNK)):
+        if index % count == number:
+            send((_CHUNK, [parse_raw(raw_mail) for raw_mail in chunk]))
+    # Reading is the same in every parser process; one reports it.
+    files = [(f.path, f.read, f.error) for f in report.files] if number == 0 else None
+    send((_DONE, files))
 
 
 def default_workers():
@@ -287,7 +382,7 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
     try:
         importer = Importer(archive, list_address, transaction_manager, report,
                             batch_size=batch_size, progress=bar)
-        importer.run(parse_all(read_sources(paths, report), workers))
+        importer.run(parse_all(paths, report, workers))
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()

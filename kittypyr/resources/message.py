@@ -7,8 +7,15 @@ from persistent import Persistent
 from ZODB.blob import Blob
 
 
-def _blob_with(data):
+def _blob_with(data, jar=None):
     blob = Blob()
+    if jar is not None:
+        # Added now, in the order made, the blobs are committed in that
+        # order too, which ZODB's bookkeeping of uncommitted blob files
+        # handles in constant time (in any other order, in time growing
+        # with the batch); and their files start in the storage's own
+        # temporary folder, whence a rename, not a copy, commits them.
+        jar.add(blob)
     with blob.open("w") as f:
         f.write(data)
     return blob
@@ -34,14 +41,14 @@ class Attachment(Persistent):
     also its stable name in URLs.
     """
 
-    def __init__(self, index, filename, content_type, data):
+    def __init__(self, index, filename, content_type, data, jar=None):
         self.__name__ = str(index)
         self.__parent__ = None
         self.index = index
         self.filename = filename
         self.content_type = content_type
         self.size = len(data)
-        self.blob = _blob_with(data)
+        self.blob = _blob_with(data, jar)
 
     def open(self):
         return self.blob.open("r")
@@ -62,7 +69,8 @@ class Message(Persistent):
     __name__ = None
     __parent__ = None
 
-    def __init__(self, parsed, message_id):
+    def __init__(self, parsed, message_id, jar=None):
+        """``jar``: the connection the message will be stored with, if known."""
         self.message_id = message_id
         self.message_id_derived = parsed.message_id_derived or message_id != parsed.message_id
         self.original_message_id = parsed.message_id
@@ -77,16 +85,19 @@ class Message(Persistent):
         self.body_text = parsed.body_text
         # Volatile: spares the catalog from deriving it again on arrival.
         self._v_searchable_text = parsed.index_text
+        self._v_prepared_text = getattr(parsed, "prepared_text", None)
         self.defects = tuple(parsed.defects)
         self.parent = None
         self.thread = None
-        self.size = len(parsed.raw)
+        # A parser process sends the size and the compressed form only.
+        size = getattr(parsed, "raw_size", None)
+        self.size = len(parsed.raw) if size is None else size
         # gzip-compressed: mail shrinks three- to fourfold, and a blob file
         # stays readable with zcat.
-        self.original = _blob_with(compress_original(parsed))
+        self.original = _blob_with(compress_original(parsed), jar)
         attachments = []
         for part in parsed.attachments:
-            attachment = Attachment(part.index, part.filename, part.content_type, part.data)
+            attachment = Attachment(part.index, part.filename, part.content_type, part.data, jar)
             attachment.__parent__ = self
             attachments.append(attachment)
         self.attachments = tuple(attachments)

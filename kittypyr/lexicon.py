@@ -1,0 +1,414 @@
+"""The full-text index, made cheap to fill: zope.index's, with two changes.
+
+Words: splitting, lower-casing and stop-word removal are pure and cost as
+much as the rest of indexing together, so an importing parser process runs
+them (``prepare_text``) and the catalog's ``Lexicon`` only turns each
+distinct word into its id. Text that was not prepared goes through the very
+same pipeline here, so both paths give the same word ids.
+
+Postings: kept packed (see below), which is what most of a commit's time
+went to. Queries, scores and phrase search are zope.index's own.
+"""
+
+import array
+import struct
+import sys
+
+from persistent import Persistent
+from ZODB.POSException import ConflictError
+from zope.index.text import widcode
+from zope.index.text.baseindex import inverse_doc_frequency
+from zope.index.text.lexicon import CaseNormalizer, Lexicon as _ZopeLexicon, Splitter, StopWordRemover
+from zope.index.text.okapiindex import OkapiIndex as _ZopeOkapiIndex
+from zope.index.text.okapiindex import score as okapi_score
+
+PIPELINE = (Splitter, CaseNormalizer, StopWordRemover)
+
+
+def make_pipeline():
+    return tuple(element() for element in PIPELINE)
+
+
+_pipeline = make_pipeline()
+
+
+def split_words(text, pipeline=_pipeline):
+    """The words of ``text`` (a string or strings) as the lexicon indexes them, in order."""
+    words = [text] if isinstance(text, str) else list(text)
+    for element in pipeline:
+        words = element.process(words)
+    return words
+
+
+class PreparedText(str):
+    """A text that carries its words, already through ``PIPELINE``.
+
+    ``distinct`` holds each word once, in order of first appearance;
+    ``positions`` gives, for every word of the text in order, its index in
+    ``distinct``. The pair is much smaller to send between processes than
+    the word list, and the lexicon needs each distinct word only once.
+    """
+
+    distinct = ()
+    positions = ()
+
+
+def prepare_text(text):
+    """``text`` as a ``PreparedText``."""
+    index_of = {}
+    positions = []
+    for word in split_words(text):
+        position = index_of.get(word)
+        if position is None:
+            position = index_of[word] = len(index_of)
+        positions.append(position)
+    prepared = PreparedText(text)
+    prepared.distinct = tuple(index_of)
+    prepared.positions = _compact(positions, len(index_of))
+    return prepared
+
+
+def _compact(positions, count):
+    # bytes when every position fits one, which is nearly always.
+    if count <= 256:
+        return bytes(positions)
+    return tuple(positions)
+
+
+class Lexicon(_ZopeLexicon):
+    """zope.index's Lexicon, looking each distinct word up once.
+
+    A document repeats its words (about two tokens in three are repeats in
+    list mail), and a batch of documents shares most of its vocabulary, so
+    word ids are kept in a map that lives as long as the transaction: ids
+    made in an aborted transaction must never be reused, and a map reset at
+    every transaction boundary cannot hold one.
+    """
+
+    def __init__(self, *pipeline):
+        super().__init__(*(pipeline or make_pipeline()))
+
+    def _standard_pipeline(self):
+        return tuple(type(element) for element in self._pipeline) == PIPELINE
+
+    def _transaction_wids(self):
+        jar = self._p_jar
+        if jar is None:
+            return {}
+        current = jar.transaction_manager.get()
+        cached = getattr(self, "_v_wids", None)
+        if cached is None or cached[0] is not current:
+            cached = self._v_wids = (current, {})
+        return cached[1]
+
+    def distinct_words(self, text):
+        """``(distinct words, positions)`` of ``text``, as ``PreparedText`` has them."""
+        if isinstance(text, PreparedText) and self._standard_pipeline():
+            return text.distinct, text.positions
+        if text is None:
+            text = ""
+        if self._standard_pipeline() and isinstance(text, str):
+            prepared = prepare_text(text)
+            return prepared.distinct, prepared.positions
+        words = split_words(text, self._pipeline)
+        index_of = {}
+        positions = [index_of.setdefault(word, len(index_of)) for word in words]
+        return tuple(index_of), positions
+
+    def distinct_word_ids(self, text):
+        """``(ids of the distinct words, positions)``; unknown words get new ids."""
+        distinct, positions = self.distinct_words(text)
+        # As zope.index does: read the latest committed count, so that
+        # concurrent writers rarely hand out the same new id.
+        self.wordCount._p_deactivate()
+        known = self._transaction_wids()
+        create = self._getWordIdCreate
+        wids = []
+        for word in distinct:
+            wid = known.get(word)
+            if wid is None:
+                wid = known[word] = create(word)
+            wids.append(wid)
+        return wids, positions
+
+    def sourceToWordIds(self, text):
+        wids, positions = self.distinct_word_ids(text)
+        return [wids[position] for position in positions]
+
+
+# --- postings: docid -> frequency of one word, kept compact ----------------
+#
+# zope.index keeps them as a dict (fewer than 10 documents) or an IFBTree.
+# Pickling either costs two objects per posting (ZODB calls its
+# persistent_id hook on every one), and an IFBTree is a record of its own,
+# rewritten whole while small: the commit of an import batch spent most of
+# its time there. Here a word's postings are packed little-endian int32
+# pairs: bytes inside the word's bucket up to INLINE_MAX documents (a bucket
+# that every batch rewrites anyway), then a ``Postings`` record whose full
+# chunks are records of their own, so that a batch rewrites only the tail.
+
+_PAIR = struct.Struct("<ii")
+_LITTLE_ENDIAN = sys.byteorder == "little"
+INLINE_MAX = 64
+
+
+def _ints(data):
+    values = array.array("i")
+    values.frombytes(data)
+    if not _LITTLE_ENDIAN:
+        values.byteswap()
+    return values
+
+
+def _packed(values):
+    if not _LITTLE_ENDIAN:
+        values = array.array("i", values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def _without(data, docid):
+    """``data`` (packed pairs) without ``docid``'s pair, or None if it has none."""
+    values = _ints(data)
+    docids = values[0::2]
+    try:
+        at = docids.index(docid)
+    except ValueError:
+        return None
+    del values[2 * at:2 * at + 2]
+    return _packed(values)
+
+
+def _replaced(data, docid, frequency):
+    """``data`` with ``docid``'s frequency changed, or None if it has no pair."""
+    values = _ints(data)
+    try:
+        at = values[0::2].index(docid)
+    except ValueError:
+        return None
+    values[2 * at + 1] = frequency
+    return _packed(values)
+
+
+def _pairs_of(data):
+    values = _ints(data)
+    return list(zip(values[0::2], values[1::2]))
+
+
+class PostingsChunk(Persistent):
+    """Full chunk of a ``Postings``: packed pairs, changed only by removals."""
+
+    def __init__(self, data):
+        self.data = data
+
+
+class Postings(Persistent):
+    """The postings of a word found in more than INLINE_MAX documents.
+
+    Full chunks are records of their own; the tail, where new postings go,
+    is a bytearray in memory (appending must not copy it) and bytes in the
+    record.
+    """
+
+    CHUNK_PAIRS = 1024
+
+    def __init__(self, data=b""):
+        self._chunks = ()
+        self._chunked = 0  # pairs in the chunks
+        self._tail = bytearray(data)
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_tail"] = bytes(state["_tail"])
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        state["_tail"] = bytearray(state["_tail"])
+        super().__setstate__(state)
+
+    def __len__(self):
+        return self._chunked + len(self._tail) // _PAIR.size
+
+    def append(self, docid, frequency):
+        """Add a posting for a document known to have none."""
+        # Augmented assignment on the attribute marks the record changed.
+        self._tail += _PAIR.pack(docid, frequency)
+        if len(self._tail) >= self.CHUNK_PAIRS * _PAIR.size:
+            self._chunks += (PostingsChunk(bytes(self._tail)),)
+            self._chunked += len(self._tail) // _PAIR.size
+            self._tail = bytearray()
+
+    def remove(self, docid):
+        """Drop ``docid``'s posting; KeyError if it has none."""
+        tail = _without(self._tail, docid)
+        if tail is not None:
+            self._tail = bytearray(tail)
+            return
+        for chunk in self._chunks:
+            data = _without(chunk.data, docid)
+            if data is not None:
+                chunk.data = data
+                self._chunked -= 1
+                return
+        raise KeyError(docid)
+
+    def replace(self, docid, frequency):
+        """Change ``docid``'s frequency; False if it has no posting."""
+        tail = _replaced(self._tail, docid, frequency)
+        if tail is not None:
+            self._tail = bytearray(tail)
+            return True
+        for chunk in self._chunks:
+            data = _replaced(chunk.data, docid, frequency)
+            if data is not None:
+                chunk.data = data
+                return True
+        return False
+
+    def pairs(self):
+        pairs = []
+        for chunk in self._chunks:
+            pairs += _pairs_of(chunk.data)
+        return pairs + _pairs_of(self._tail)
+
+    def _p_resolveConflict(self, old, committed, new):
+        # Two writers that each only appended to the same tail: keep both
+        # (BTrees merge such inserts too, and so did the IFBTrees before).
+        if not (old["_chunks"] == committed["_chunks"] == new["_chunks"]
+                and old["_chunked"] == committed["_chunked"] == new["_chunked"]):
+            raise ConflictError("postings chunked or removed by concurrent writers")
+        base = old["_tail"]
+        if not (committed["_tail"].startswith(base) and new["_tail"].startswith(base)):
+            raise ConflictError("postings removed by a concurrent writer")
+        merged = dict(committed)
+        merged["_tail"] = committed["_tail"] + new["_tail"][len(base):]
+        return merged
+
+
+def _doc_count(postings):
+    if type(postings) is bytes:
+        return len(postings) // _PAIR.size
+    return len(postings)
+
+
+def _pairs(postings):
+    if type(postings) is bytes:
+        return _pairs_of(postings)
+    return postings.pairs()
+
+
+class OkapiIndex(_ZopeOkapiIndex):
+    """zope.index's OkapiIndex, with compact postings fed by ``Lexicon``.
+
+    Scoring, the query language, phrase search and the other structures
+    are zope.index's own; postings are kept as described above, and a new
+    document's distinct word ids come from the lexicon already counted.
+    """
+
+    def index_doc(self, docid, text):
+        distinct_word_ids = getattr(self._lexicon, "distinct_word_ids", None)
+        if distinct_word_ids is None or docid in self._docwords:
+            return super().index_doc(docid, text)
+        distinct, positions = distinct_word_ids(text)
+        counts = [0] * len(distinct)
+        for position in positions:
+            counts[position] += 1
+        # Two distinct words never share an id, so these are the word counts.
+        self._add_new_document(docid, zip(distinct, counts))
+        count = len(positions)
+        self._docweight[docid] = count
+        self._docwords[docid] = widcode.encode([distinct[p] for p in positions])
+        self.documentCount.change(1)
+        self._change_doc_len(count)
+        return count
+
+    def _add_new_document(self, docid, wid_counts):
+        """Post ``docid`` (in none of the postings yet) under each of its words."""
+        wordinfo = self._wordinfo
+        get = wordinfo.get
+        pair = _PAIR.pack
+        inline_max = INLINE_MAX * _PAIR.size
+        new_words = 0
+        for wid, count in wid_counts:
+            postings = get(wid)
+            if postings is None:
+                wordinfo[wid] = pair(docid, count)
+                new_words += 1
+            elif type(postings) is bytes:
+                if len(postings) < inline_max:
+                    wordinfo[wid] = postings + pair(docid, count)
+                else:
+                    grown = Postings(postings)
+                    grown.append(docid, count)
+                    wordinfo[wid] = grown
+            else:
+                # A record of its own that notes its own change: the bucket
+                # holding it needs no rewriting.
+                postings.append(docid, count)
+        if new_words:
+            self.wordCount.change(new_words)
+
+    def _mass_add_wordinfo(self, wid2weight, docid):
+        for wid, weight in wid2weight.items():
+            self._add_wordinfo(wid, weight, docid)
+
+    def _add_wordinfo(self, wid, f, docid):
+        postings = self._wordinfo.get(wid)
+        if type(postings) is bytes:
+            replaced = _replaced(postings, docid, f)
+            if replaced is not None:
+                self._wordinfo[wid] = replaced
+                return
+        elif postings is not None and postings.replace(docid, f):
+            return
+        self._add_new_document(docid, ((wid, f),))
+
+    def _del_wordinfo(self, wid, docid):
+        postings = self._wordinfo[wid]
+        if type(postings) is bytes:
+            remaining = _without(postings, docid)
+            if remaining is None:
+                raise KeyError(docid)
+            if remaining:
+                self._wordinfo[wid] = remaining
+                return
+        else:
+            postings.remove(docid)
+            if len(postings):
+                return
+        del self._wordinfo[wid]
+        self.wordCount.change(-1)
+
+    def _search_wids(self, wids):
+        if not wids:
+            return []
+        N = float(self.documentCount())
+        meandoclen = self._totaldoclen() / N
+        docid2len = self._docweight
+        L = []
+        for t in wids:
+            postings = self._wordinfo[t]
+            idf = inverse_doc_frequency(_doc_count(postings), N)
+            result = self.family.IF.Bucket()
+            items = _pairs(postings)
+            if okapi_score is not None:
+                okapi_score(result, items, docid2len, idf, meandoclen)
+            else:
+                K1, B = self.K1, self.B
+                for docid, f in items:
+                    lenweight = 1.0 - B + B * docid2len[docid] / meandoclen
+                    result[docid] = f * (K1 + 1.0) / (f + K1 * lenweight) * idf
+            L.append((result, 1))
+        return L
+
+    def query_weight(self, terms):
+        wids = []
+        for term in terms:
+            wids.extend(self._lexicon.termToWordIds(term))
+        N = float(len(self._docweight))
+        tfmax = 1.0 + self.K1
+        total = 0
+        for t in self._remove_oov_wids(wids):
+            total += inverse_doc_frequency(_doc_count(self._wordinfo[t]), N) * tfmax
+        return total

@@ -56,6 +56,13 @@ def peak_rss_mb():
     return own, children
 
 
+def cpu_seconds():
+    """CPU time (user and system) of this process and of its finished children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
 def raw_mail_bytes(report_paths):
     """Total bytes of the mail as read (uncompressed)."""
     from kittypyr.mailboxes import read_mail

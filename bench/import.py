@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 import transaction  # noqa: E402
-from common import FreshArchive, peak_rss_mb, raw_mail_bytes  # noqa: E402
+from common import FreshArchive, cpu_seconds, peak_rss_mb, raw_mail_bytes  # noqa: E402
 
 from kittypyr.importing import DEFAULT_BATCH, default_workers, import_mail  # noqa: E402
 
@@ -30,10 +30,12 @@ def main():
     args = parser.parse_args()
 
     fresh = FreshArchive(args.keep)
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
     report = import_mail(fresh.archive, args.list, args.paths, transaction.manager,
                          batch_size=args.batch_size, workers=args.workers, progress=False)
     elapsed = time.perf_counter() - started
+    own_cpu, child_cpu = (after - before for after, before in zip(cpu_seconds(), cpu_before))
     own_rss, child_rss = peak_rss_mb()
 
     read = report.total("read")
@@ -43,6 +45,9 @@ def main():
           f"failed {report.total('failed')})")
     print(f"import time         {elapsed:.1f} s with {args.workers} parser process(es)")
     print(f"speed               {read / elapsed:.0f} messages/s")
+    # On a shared machine the wall clock varies with the neighbours' load;
+    # CPU time shows what the import itself cost.
+    print(f"CPU time            {own_cpu:.1f} s (main), {child_cpu:.1f} s (parsers)")
     print(f"peak RSS            {own_rss:.0f} MB (main), {child_rss:.0f} MB (largest parser)")
 
     before = fresh.storage_bytes()

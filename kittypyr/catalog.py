@@ -9,13 +9,16 @@ missing index is created and filled, and an index nobody declares any more
 is dropped, by the same ``sync_catalog`` run at start-up.
 """
 
+import itertools
 import logging
 
+from persistent import Persistent
 from pyramid.traversal import find_resource, find_root, resource_path
 from repoze.catalog.catalog import Catalog
 from repoze.catalog.document import DocumentMap
 from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.indexes.text import CatalogTextIndex
+from ZODB.broken import Broken
 
 from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
 from kittypyr.lexicon import Lexicon, OkapiIndex
@@ -102,22 +105,115 @@ def get_text(obj, default):
     return default
 
 
+class SparseFieldIndex(CatalogFieldIndex):
+    """A field index for values that nearly every document has its own of.
+
+    repoze.catalog maps each value to a set of docids, a record of its own:
+    with dates, one new record per document and per commit. Here a value
+    held by a single document maps to that docid itself, and becomes a set
+    when a second document shares it. Queries and sorting answer as
+    CatalogFieldIndex does (BTrees' multiunion takes docids and sets alike).
+    """
+
+    def index_doc(self, docid, obj):
+        # CatalogIndex.index_doc, then FieldIndex.index_doc, for this layout.
+        if callable(self.discriminator):
+            value = self.discriminator(obj, _MISSING)
+        else:
+            value = getattr(obj, self.discriminator, _MISSING)
+        if value is _MISSING:
+            self.unindex_doc(docid)
+            self._not_indexed.add(docid)
+            return None
+        if isinstance(value, (Persistent, Broken)):
+            raise ValueError(f"Catalog cannot index persistent or broken object {value}")
+        if docid in self._not_indexed:
+            self._not_indexed.remove(docid)
+        rev_index = self._rev_index
+        old = rev_index.get(docid, _MISSING)
+        if old is not _MISSING:
+            if old == value:
+                return None
+            self.unindex_doc(docid)
+        fwd_index = self._fwd_index
+        docids = fwd_index.get(value)
+        if docids is None:
+            fwd_index[value] = docid
+        elif type(docids) is int:
+            fwd_index[value] = self.family.IF.TreeSet((docids, docid))
+        else:
+            docids.insert(docid)
+        self._num_docs.change(1)
+        rev_index[docid] = value
+        return None
+
+    reindex_doc = index_doc
+
+    def unindex_doc(self, docid):
+        if docid in self._not_indexed:
+            self._not_indexed.remove(docid)
+        rev_index = self._rev_index
+        value = rev_index.get(docid, _MISSING)
+        if value is _MISSING:
+            return
+        del rev_index[docid]
+        fwd_index = self._fwd_index
+        docids = fwd_index.get(value)
+        if type(docids) is int:
+            if docids == docid:
+                del fwd_index[value]
+        elif docids is not None:
+            if docid in docids:
+                docids.remove(docid)
+            if not docids:
+                del fwd_index[value]
+        self._num_docs.change(-1)
+
+    def scan_forward(self, docids, limit=None):
+        def each_docid():
+            for value in self._fwd_index.values():
+                if type(value) is int:
+                    yield value
+                else:
+                    yield from value
+
+        return itertools.islice(filter(docids.__contains__, each_docid()), limit)
+
+
+_MISSING = object()
+
+
+def _unindexed_as_tree(index):
+    """Keep ``index``'s not-indexed docids in a tree, not a single-record set.
+
+    Threads are not in the text, sender and attachment indexes, messages
+    not in last_active: as one record, that set was rewritten whole by
+    every commit, growing with the archive.
+    """
+    index._not_indexed = index.family.IF.TreeSet()
+    return index
+
+
 def make_text_index():
     lexicon = Lexicon()
-    return CatalogTextIndex(get_text, lexicon=lexicon, index=OkapiIndex(lexicon))
+    return _unindexed_as_tree(CatalogTextIndex(get_text, lexicon=lexicon, index=OkapiIndex(lexicon)))
+
+
+def _field(discriminator, factory=CatalogFieldIndex):
+    return lambda: _unindexed_as_tree(factory(discriminator))
 
 
 def default_index_factories():
     """Name -> callable making the index: the indexes kittypyr itself needs."""
     return {
-        "kind": lambda: CatalogFieldIndex(get_kind),
-        "list": lambda: CatalogFieldIndex(get_list),
-        "date": lambda: CatalogFieldIndex(get_date),
-        "last_active": lambda: CatalogFieldIndex(get_last_active),
-        "month": lambda: CatalogFieldIndex(get_month),
-        "sender": lambda: CatalogFieldIndex(get_sender),
-        "thread": lambda: CatalogFieldIndex(get_thread),
-        "has_attachment": lambda: CatalogFieldIndex(get_has_attachment),
+        "kind": _field(get_kind),
+        "list": _field(get_list),
+        "date": _field(get_date, SparseFieldIndex),
+        "last_active": _field(get_last_active, SparseFieldIndex),
+        "month": _field(get_month),
+        "sender": _field(get_sender),
+        "thread": _field(get_thread),
+        "has_attachment": _field(get_has_attachment),
         "text": make_text_index,
     }
 

@@ -1,12 +1,14 @@
 """Bulk import of mail archive files into a list, in batches, resumably.
 
-Reading happens here, parsing in worker processes (the expensive, pure part),
-and storing in this process, so both cores work. Every message is accounted
-for: archived, duplicate, skipped or failed, each failure with its file,
-position and reason. Batches are committed whole; a batch that meets a
-write conflict (another process writing the same list) is replayed, and a
-message that breaks while being stored is set aside and the rest replayed,
-so one bad message never stops the import.
+Reading and parsing (the pure part) happen in parser processes, storing in
+this process, which is the bottleneck: it gets each message parsed, its
+original compressed and its words split, and only unpickles, stores and
+indexes. Every message is accounted for: archived, duplicate, skipped or
+failed, each failure with its file, position and reason. Batches are
+committed whole; a batch that meets a write conflict (another process
+writing the same list) is replayed, and a message that breaks while being
+stored is set aside and the rest replayed, so one bad message never stops
+the import.
 """
 
 import collections
@@ -14,9 +16,11 @@ import gc
 import logging
 import multiprocessing
 import os
+import pickle
 import queue
 import random
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -32,9 +36,11 @@ from kittypyr.resources.message import compress_original
 log = logging.getLogger(__name__)
 
 CHUNK = 64
-# Messages a parser process may run ahead of storing: at ~1,500 parsed a
+# Messages a parser process may run ahead of storing: at ~1,000 parsed a
 # second, enough to keep parsing through a batch's commit of several seconds.
 LEAD = 6000
+# Room in a parser's pipe for two chunks or so (where the system allows it).
+PIPE_BYTES = 1 << 20
 # Messages per commit: larger batches rewrite each shared index bucket less often.
 DEFAULT_BATCH = 5000
 
@@ -125,9 +131,11 @@ def _prepare_for_storing(mail):
     mail.raw_gzip = compress_original(mail)
     mail.raw_size = len(mail.raw)
     mail.raw = None
+    # The parent is nearly always the first candidate looked up; the
+    # storing process hashes any further one itself.
     mail.id_hashes = {
         message_id: message_id_hash(message_id)
-        for message_id in (mail.message_id, mail.in_reply_to, *mail.references)
+        for message_id in (mail.message_id, mail.in_reply_to, *mail.references[-1:])
         if message_id
     }
     mail.prepared_text = prepare_text(" ".join((mail.subject, mail.sender_name, mail.index_text)))
@@ -180,14 +188,18 @@ def parse_all(paths, report, workers):
         return
     context = multiprocessing.get_context("spawn")
     depth = max(2, LEAD // CHUNK // workers)
-    channels = [context.Queue(depth) for _ in range(workers)]
+    pipes = [context.Pipe(duplex=False) for _ in range(workers)]
     processes = [
-        context.Process(target=_parser_process, args=(paths, number, workers, channels[number]),
+        context.Process(target=_parser_process, args=(paths, number, workers, depth, pipes[number][1]),
                         name=f"kittypyr-parser-{number}", daemon=True)
         for number in range(workers)
     ]
     for process in processes:
         process.start()
+    channels = []
+    for reader, writer in pipes:
+        writer.close()  # the parser's end: closed here, so its death reads as EOF
+        channels.append(reader)
     try:
         turn = 0
         while True:
@@ -208,12 +220,12 @@ def parse_all(paths, report, workers):
                 file_report.error = error
                 log.error("%s", error)
     finally:
+        for channel in channels:
+            channel.close()
         for process in processes:
             if process.is_alive():
                 process.terminate()
             process.join()
-        for channel in channels:
-            channel.close()
 
 
 _CHUNK, _DONE = "chunk", "done"
@@ -221,33 +233,63 @@ _CHUNK, _DONE = "chunk", "done"
 
 def _receive(channel, process):
     """The next item a parser process sent; raise if it died instead."""
-    while True:
-        try:
-            return channel.get(timeout=1)
-        except queue.Empty:
-            if process.is_alive():
-                continue
-        try:
-            # What it sent just before exiting may still be in transit.
-            return channel.get(timeout=1)
-        except queue.Empty:
-            raise RuntimeError(f"parser process {process.name} died (exit code {process.exitcode})") from None
+    try:
+        return pickle.loads(channel.recv_bytes())
+    except EOFError:
+        process.join()
+        raise RuntimeError(f"parser process {process.name} died (exit code {process.exitcode})") from None
 
 
-def _parser_process(paths, number, count, channel):
-    """Body of a parser process: parse chunk ``number``, ``number + count``... and send them."""
+def _widen(connection):
+    """Let the pipe hold a few whole chunks, where the system allows it.
+
+    The storing process then finds the next chunk there, rather than half
+    written by a sender thread waiting for its own process's interpreter
+    lock while that process parses.
+    """
+    try:
+        import fcntl
+
+        fcntl.fcntl(connection.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def _parser_process(paths, number, count, depth, channel):
+    """Body of a parser process: parse chunk ``number``, ``number + count``... and send them.
+
+    Up to ``depth`` pickled chunks wait here for the pipe; a thread sends
+    them, so that parsing goes on while the storing process is busy.
+    """
+    _widen(channel)
     parent = multiprocessing.parent_process()
+    waiting = queue.Queue(depth)
+    failed = []
 
-    def send(item):
+    def send_all():
+        try:
+            while True:
+                data = waiting.get()
+                if data is None:
+                    return
+                channel.send_bytes(data)
+        except OSError as exc:  # the storing process is gone
+            failed.append(exc)
+
+    sender = threading.Thread(target=send_all, daemon=True)
+    sender.start()
+
+    def put(data):
         while True:
             try:
-                channel.put(item, timeout=1)
+                waiting.put(data, timeout=1)
                 return
             except queue.Full:
-                if parent is not None and not parent.is_alive():
-                    # Nobody will read the rest: leave without flushing it.
-                    channel.cancel_join_thread()
+                if failed or (parent is not None and not parent.is_alive()):
                     raise SystemExit(1) from None
+
+    def send(item):
+        put(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
 
     report = ImportReport()
     for index, chunk in enumerate(_chunks(read_sources(paths, report, log_errors=False), CHUNK)):
@@ -256,6 +298,9 @@ def _parser_process(paths, number, count, channel):
     # Reading is the same in every parser process; one reports it.
     files = [(f.path, f.read, f.error) for f in report.files] if number == 0 else None
     send((_DONE, files))
+    put(None)
+    sender.join()
+    channel.close()
 
 
 def default_workers():

@@ -32,8 +32,15 @@ def make_pipeline():
 _pipeline = make_pipeline()
 
 
+_find_words = _pipeline[0].rx.findall
+_stop_words = _pipeline[2].dict
+
+
 def split_words(text, pipeline=_pipeline):
     """The words of ``text`` (a string or strings) as the lexicon indexes them, in order."""
+    if pipeline is _pipeline and isinstance(text, str):
+        # The three standard steps in one pass.
+        return [word for word in map(str.lower, _find_words(text)) if word not in _stop_words]
     words = [text] if isinstance(text, str) else list(text)
     for element in pipeline:
         words = element.process(words)
@@ -56,12 +63,7 @@ class PreparedText(str):
 def prepare_text(text):
     """``text`` as a ``PreparedText``."""
     index_of = {}
-    positions = []
-    for word in split_words(text):
-        position = index_of.get(word)
-        if position is None:
-            position = index_of[word] = len(index_of)
-        positions.append(position)
+    positions = [index_of.setdefault(word, len(index_of)) for word in split_words(text)]
     prepared = PreparedText(text)
     prepared.distinct = tuple(index_of)
     prepared.positions = _compact(positions, len(index_of))
@@ -81,8 +83,9 @@ class Lexicon(_ZopeLexicon):
     A document repeats its words (about two tokens in three are repeats in
     list mail), and a batch of documents shares most of its vocabulary, so
     word ids are kept in a map that lives as long as the transaction: ids
-    made in an aborted transaction must never be reused, and a map reset at
-    every transaction boundary cannot hold one.
+    made in an aborted transaction, or undone by a savepoint's rollback,
+    must never be reused, and the map is reset at every transaction
+    boundary and dropped with the lexicon's own changes.
     """
 
     def __init__(self, *pipeline):
@@ -122,14 +125,38 @@ class Lexicon(_ZopeLexicon):
         # concurrent writers rarely hand out the same new id.
         self.wordCount._p_deactivate()
         known = self._transaction_wids()
-        create = self._getWordIdCreate
+        lookup = self._wids.get
+        created = False
         wids = []
         for word in distinct:
             wid = known.get(word)
             if wid is None:
-                wid = known[word] = create(word)
+                wid = lookup(word)
+                if wid is None:
+                    wid = self._getWordIdCreate(word)
+                    created = True
+                known[word] = wid
             wids.append(wid)
+        if created and self._p_jar is not None:
+            # Marked changed, the lexicon is invalidated, and its map of
+            # word ids dropped, by an abort or a savepoint rollback that
+            # undoes the words just made.
+            self._p_changed = True
         return wids, positions
+
+    def _p_resolveConflict(self, old, committed, new):
+        # Its own record never really changes (see distinct_word_ids): two
+        # writers that both marked it agree, unless it was replaced.
+        def shape(state):
+            return sorted(state), [type(element) for element in state.get("_pipeline", ())]
+
+        if not shape(old) == shape(committed) == shape(new):
+            raise ConflictError("lexicon changed by concurrent writers")
+        for name in ("_wids", "_words", "wordCount"):
+            if not (_same_references((old[name],), (committed[name],))
+                    and _same_references((old[name],), (new[name],))):
+                raise ConflictError("lexicon changed by concurrent writers")
+        return committed
 
     def sourceToWordIds(self, text):
         wids, positions = self.distinct_word_ids(text)
@@ -275,7 +302,8 @@ class Postings(Persistent):
     def _p_resolveConflict(self, old, committed, new):
         # Two writers that each only appended to the same tail: keep both
         # (BTrees merge such inserts too, and so did the IFBTrees before).
-        if not (old["_chunks"] == committed["_chunks"] == new["_chunks"]
+        if not (_same_references(old["_chunks"], committed["_chunks"])
+                and _same_references(old["_chunks"], new["_chunks"])
                 and old["_chunked"] == committed["_chunked"] == new["_chunked"]):
             raise ConflictError("postings chunked or removed by concurrent writers")
         base = old["_tail"]
@@ -284,6 +312,15 @@ class Postings(Persistent):
         merged = dict(committed)
         merged["_tail"] = committed["_tail"] + new["_tail"][len(base):]
         return merged
+
+
+def _same_references(these, those):
+    """Whether two tuples of references name the same records."""
+    # References met in conflict resolution refuse to compare unequal ones.
+    try:
+        return len(these) == len(those) and all(a == b for a, b in zip(these, those))
+    except ValueError:
+        return False
 
 
 def _doc_count(postings):
@@ -296,6 +333,26 @@ def _pairs(postings):
     if type(postings) is bytes:
         return _pairs_of(postings)
     return postings.pairs()
+
+
+def encode_positions(wids, positions):
+    """``widcode.encode([wids[p] for p in positions])``, each wid encoded once."""
+    codes = [_widcode(wid) for wid in wids]
+    return "".join([codes[p] for p in positions])
+
+
+def _widcode(wid):
+    # widcode's own table for the small ids, its arithmetic inlined for the
+    # usual ones (below 2**21: three characters).
+    if wid < _WIDCODE_TABLE_SIZE:
+        return _widcode_table[wid]
+    if wid < 0x200000:
+        return chr(0x80 + (wid >> 14)) + chr((wid >> 7) & 0x7F) + chr(wid & 0x7F)
+    return widcode.encode([wid])
+
+
+_WIDCODE_TABLE_SIZE = 0x4000
+_widcode_table = tuple(widcode.encode([wid]) for wid in range(_WIDCODE_TABLE_SIZE))
 
 
 class OkapiIndex(_ZopeOkapiIndex):
@@ -318,7 +375,7 @@ class OkapiIndex(_ZopeOkapiIndex):
         self._add_new_document(docid, zip(distinct, counts))
         count = len(positions)
         self._docweight[docid] = count
-        self._docwords[docid] = widcode.encode([distinct[p] for p in positions])
+        self._docwords[docid] = encode_positions(distinct, positions)
         self.documentCount.change(1)
         self._change_doc_len(count)
         return count

@@ -1,9 +1,10 @@
 """The import's shortcuts give exactly what the plain way gives.
 
-Words are split in parser processes, looked up once per document and once
-per transaction, message ids are hashed in parser processes, and blobs are
-added to the connection as they are made; none of it may change what is
-stored or found.
+Words are split in parser processes and looked up once per document and
+once per transaction, postings are packed, dates need no set per document,
+message ids are hashed in parser processes, and blobs are added to the
+connection as they are made; none of it may change what is stored or found,
+nor what concurrent writers can merge.
 """
 
 import transaction
@@ -14,9 +15,9 @@ from ZODB.MappingStorage import MappingStorage
 
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.catalog import make_text_index, search
-from kittypyr.importing import Importer, ImportReport, Parsed, parse_raw
 from kittypyr import lexicon
-from kittypyr.lexicon import INLINE_MAX, Postings, PreparedText, _pairs, prepare_text, split_words
+from kittypyr.importing import Importer, ImportReport, Parsed, parse_raw
+from kittypyr.lexicon import INLINE_MAX, Postings, PreparedText, _pairs, make_pipeline, prepare_text, split_words
 from kittypyr.mailboxes import RawMail
 from kittypyr.msgid import message_id_hash
 from tests.mailbuilder import attachment as mb_attachment
@@ -269,3 +270,220 @@ def test_concurrent_appends_to_the_same_postings_both_survive(tmp_path):
     for connection in (first, second, check):
         connection.close()
     db.close()
+
+
+def test_one_pass_split_is_the_pipeline():
+    pipeline = make_pipeline()
+    for text in TEXTS + ["İstanbul ǅemal ﬁne ß STRASSE", "x" * 300 + " a1 _b c_"]:
+        assert split_words(text) == split_words(text, pipeline)
+
+
+def _value_of(obj, default):
+    return default if obj is None else obj
+
+
+def test_sparse_field_index_answers_as_the_field_index():
+    import random
+
+    from repoze.catalog.indexes.field import FWSCAN, NBEST, TIMSORT, CatalogFieldIndex
+    from repoze.catalog.query import Any, Eq, Ge, Gt, InRange, Le, Lt, NotEq
+
+    from kittypyr.catalog import SparseFieldIndex, _unindexed_as_tree
+
+    rng = random.Random(5)
+    stock = CatalogFieldIndex(_value_of)
+    sparse = _unindexed_as_tree(SparseFieldIndex(_value_of))
+    values = {}
+    for step in range(3000):
+        docid = rng.randrange(400)
+        action = rng.random()
+        value = rng.choice([None, rng.randrange(1000), rng.randrange(30)])
+        for index in (stock, sparse):
+            if action < 0.6:
+                index.index_doc(docid, value)
+            elif action < 0.8:
+                index.reindex_doc(docid, values.get(docid))
+            else:
+                index.unindex_doc(docid)
+        if action < 0.6:
+            values[docid] = value
+        elif action >= 0.8:
+            values.pop(docid, None)
+
+    def same(query):
+        assert sorted(query._apply({"v": stock}, {})) == sorted(query._apply({"v": sparse}, {})), query
+
+    assert dict(stock._rev_index.items()) == dict(sparse._rev_index.items())
+    assert sorted(stock.docids()) == sorted(sparse.docids())
+    assert stock.documentCount() == sparse.documentCount()
+    assert stock.wordCount() == sparse.wordCount()
+    for value in (0, 5, 29, 500, 999, 1000):
+        same(Eq("v", value))
+        same(NotEq("v", value))
+        same(Ge("v", value))
+        same(Gt("v", value))
+        same(Le("v", value))
+        same(Lt("v", value))
+    same(InRange("v", 10, 700))
+    same(Any("v", [3, 4, 500, 1001]))
+    docids = stock.docids()
+    for sort_type in (FWSCAN, NBEST, TIMSORT):
+        for reverse in (False, True):
+            if reverse and sort_type == FWSCAN:
+                continue
+            for limit in (1, 10, None):
+                if limit is None and sort_type == NBEST:
+                    continue
+                a = list(stock.sort(docids, reverse=reverse, limit=limit, sort_type=sort_type))
+                b = list(sparse.sort(docids, reverse=reverse, limit=limit, sort_type=sort_type))
+                key = [stock._rev_index.get(d) for d in a]
+                assert key == [sparse._rev_index.get(d) for d in b], (sort_type, reverse, limit)
+                if sort_type == FWSCAN:
+                    assert a == b
+
+
+def test_word_ids_encode_as_widcode_does():
+    import random
+
+    from zope.index.text import widcode
+
+    from kittypyr.lexicon import encode_positions
+
+    rng = random.Random(3)
+    wids = [1, 127, 128, 0x3FFF, 0x4000, 0x4001, 0x1FFFFF, 0x200000, 0x200001, 0xFFFFFFF]
+    wids += [rng.randrange(1, 0x10000000) for _ in range(2000)]
+    positions = [rng.randrange(len(wids)) for _ in range(5000)] + list(range(len(wids)))
+    assert encode_positions(wids, positions) == widcode.encode([wids[p] for p in positions])
+
+
+def test_concurrent_appends_next_to_chunks_merge_and_chunking_conflicts(tmp_path, monkeypatch, caplog):
+    import pytest
+    from ZODB.POSException import ConflictError
+
+    monkeypatch.setattr(Postings, "CHUNK_PAIRS", INLINE_MAX + 8)
+    db = DB(FileStorage(str(tmp_path / "Data.fs")))
+    first = db.open(transaction.TransactionManager())
+    first.root()["index"] = index = make_text_index()
+    index.discriminator = _plain
+    for docid in range(1, INLINE_MAX + 12):  # one chunk, a short tail
+        index.index_doc(docid, "shared")
+    first.transaction_manager.commit()
+    word = index.lexicon._wids["shared"]
+    assert len(index.index._wordinfo[word]._chunks) == 1
+
+    second = db.open(transaction.TransactionManager())
+    other = second.root()["index"]
+    index.index_doc(1000, "shared")
+    other.index_doc(2000, "shared")
+    first.transaction_manager.commit()
+    second.transaction_manager.commit()
+    second.transaction_manager.begin()
+    assert set(other.apply("shared").keys()) == set(range(1, INLINE_MAX + 12)) | {1000, 2000}
+
+    # Both fill the tail into a new chunk: that cannot be merged.
+    first.transaction_manager.begin()
+    for docid in range(3000, 3000 + INLINE_MAX + 8):
+        index.index_doc(docid, "shared")
+        other.index_doc(docid + 1000, "shared")
+    first.transaction_manager.commit()
+    with pytest.raises(ConflictError):
+        second.transaction_manager.commit()
+    second.transaction_manager.abort()
+    assert "Unexpected error" not in caplog.text
+    for connection in (first, second):
+        connection.close()
+    db.close()
+
+
+class _Reference:
+    """Stands for ZODB's PersistentReference: it refuses to compare unequal ones."""
+
+    def __init__(self, oid):
+        self.oid = oid
+
+    def __eq__(self, other):
+        if self.oid == other.oid:
+            return True
+        raise ValueError("can't reliably compare")
+
+
+def test_postings_conflicts_merge_appends_only():
+    import pytest
+    from ZODB.POSException import ConflictError
+
+    def state(chunks, chunked, tail):
+        return {"_chunks": tuple(_Reference(oid) for oid in chunks), "_chunked": chunked, "_tail": tail}
+
+    resolve = Postings()._p_resolveConflict
+    merged = resolve(state([1], 9, b"ab"), state([1], 9, b"abcd"), state([1], 9, b"abef"))
+    assert merged["_tail"] == b"abcdef" and merged["_chunked"] == 9
+    with pytest.raises(ConflictError):  # both made a new chunk
+        resolve(state([1], 9, b"ab"), state([1, 2], 18, b""), state([1, 3], 18, b""))
+    with pytest.raises(ConflictError):  # one made a new chunk
+        resolve(state([1], 9, b"ab"), state([1, 2], 18, b""), state([1], 9, b"abef"))
+    with pytest.raises(ConflictError):  # one removed a posting
+        resolve(state([1], 9, b"abcd"), state([1], 9, b"ab"), state([1], 9, b"abcdef"))
+
+
+def test_word_ids_undone_by_a_savepoint_rollback_are_not_reused():
+    db = DB(MappingStorage())
+    connection = db.open()
+    connection.root()["index"] = index = make_text_index()
+    index.discriminator = _plain
+    index.index_doc(1, "alpha")
+    transaction.commit()
+
+    savepoint = transaction.savepoint()
+    index.index_doc(2, "beta gamma alpha")
+    savepoint.rollback()
+    index.index_doc(3, "delta")
+    index.index_doc(4, "gamma beta alpha delta")
+    transaction.commit()
+    lexicon = index.lexicon
+    assert sorted(lexicon._wids.keys()) == ["alpha", "beta", "delta", "gamma"]
+    assert {lexicon._words[wid]: wid for wid in lexicon._wids.values()} == dict(lexicon._wids.items())
+    assert sorted(index.apply("beta").keys()) == [4]
+    assert sorted(index.apply("delta").keys()) == [3, 4]
+    connection.close()
+    db.close()
+
+
+def test_lexicon_marked_by_two_writers_resolves():
+    import pytest
+    from ZODB.POSException import ConflictError
+
+    from kittypyr.lexicon import Lexicon
+
+    lexicon = Lexicon()
+
+    def state(wids=1):
+        return {"_wids": _Reference(wids), "_words": _Reference(2), "wordCount": _Reference(3),
+                "_pipeline": make_pipeline()}
+
+    assert lexicon._p_resolveConflict(state(), state(), state())["_words"].oid == 2
+    with pytest.raises(ConflictError):
+        lexicon._p_resolveConflict(state(), state(), state(wids=9))
+
+
+def test_parser_processes_deliver_every_message_in_order(tmp_path):
+    from kittypyr.importing import parse_all
+    from tests.functional import mbox_bytes
+
+    first = tmp_path / "first.mbox"
+    first.write_bytes(mbox_bytes([_raw(n) for n in range(1, 301)]))
+    broken = tmp_path / "broken.mbox.gz"
+    broken.write_bytes(b"\x1f\x8b not really gzip")
+    second = tmp_path / "second.mbox"
+    second.write_bytes(mbox_bytes([_raw(n) for n in range(301, 311)]))
+    paths = [first, broken, second]
+    inline_report = ImportReport()
+    inline = [(p.source, p.position, p.mail.message_id) for p in parse_all(paths, inline_report, 0)]
+    assert len(inline) == 310
+    for workers in (1, 3):
+        report = ImportReport()
+        got = [(p.source, p.position, p.mail.message_id) for p in parse_all(paths, report, workers)]
+        assert got == inline
+        assert [(f.path, f.read, f.error) for f in report.files] == [
+            (f.path, f.read, f.error) for f in inline_report.files
+        ]
+    assert inline_report.file(str(broken)).error

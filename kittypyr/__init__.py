@@ -7,6 +7,7 @@ from ZODB.POSException import ConflictError
 
 PARTS = (
     "kittypyr.resources",
+    "kittypyr.security",
     "kittypyr.catalog",
     "kittypyr.stats",
     "kittypyr.search",

@@ -59,6 +59,15 @@ def absolute_url(request, resource):
 
 
 
+# Seconds to wait for Mailman core's REST API: a page never hangs on it.
+MAILMAN_TIMEOUT = 10
+
+
+def _with_timeout(params):
+    params.setdefault("timeout", MAILMAN_TIMEOUT)
+    return params
+
+
 def mailman_client(registry):
     """A mailmanclient Client for Mailman core's REST API, or None if not configured."""
     settings = registry.settings
@@ -68,7 +77,102 @@ def mailman_client(registry):
     from mailmanclient import Client
 
     return Client(url + "/3.1", settings.get("kittypyr.mailman_user", ""),
-                  settings.get("kittypyr.mailman_password", ""))
+                  settings.get("kittypyr.mailman_password", ""), request_hooks=[_with_timeout])
+
+
+class MailmanUnavailable(Exception):
+    """Mailman core is not configured, cannot be reached or answered an error."""
+
+
+class LoginRefused(Exception):
+    """The address or password is wrong (Mailman does not say which)."""
+
+
+class AddressNotVerified(Exception):
+    """The password is right but the address was never confirmed."""
+
+
+def _client_or_raise(registry):
+    client = mailman_client(registry)
+    if client is None:
+        raise MailmanUnavailable("kittypyr.mailman_url is not set")
+    return client
+
+
+def _status(exc):
+    return getattr(exc, "code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+
+
+def check_login(registry, address, password):
+    """``(address, display_name, user_id)`` when Mailman accepts the password.
+
+    Mailman's ``users/<id>/login`` answers 204 for the right password and
+    403 for a wrong one.
+    """
+    from urllib.error import HTTPError
+
+    client = _client_or_raise(registry)
+    try:
+        user = client.get_user(address)
+    except HTTPError as exc:
+        if _status(exc) == 404:
+            raise LoginRefused(address) from None
+        raise MailmanUnavailable(repr(exc)) from exc
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
+    try:
+        client._connection.call(f"users/{user.user_id}/login", {"cleartext_password": password},
+                                method="POST")
+    except HTTPError as exc:
+        if _status(exc) in (401, 403):
+            raise LoginRefused(address) from None
+        raise MailmanUnavailable(repr(exc)) from exc
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
+    try:
+        verified = client.get_address(address).verified
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
+    if not verified:
+        raise AddressNotVerified(address)
+    return address, user.display_name or "", str(user.user_id)
+
+
+class AccountExists(Exception):
+    """Mailman already knows the address."""
+
+
+def create_account(registry, address, display_name, password):
+    """A new Mailman user with an unverified address."""
+    from urllib.error import HTTPError
+
+    client = _client_or_raise(registry)
+    try:
+        client.get_address(address)
+    except HTTPError as exc:
+        if _status(exc) != 404:
+            raise MailmanUnavailable(repr(exc)) from exc
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
+    else:
+        raise AccountExists(address)
+    try:
+        client.create_user(address, password, display_name)
+    except HTTPError as exc:
+        if _status(exc) == 400:
+            raise AccountExists(address) from None
+        raise MailmanUnavailable(repr(exc)) from exc
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
+
+
+def verify_address(registry, address):
+    """Mark ``address`` as verified in Mailman: it has proved it receives mail."""
+    client = _client_or_raise(registry)
+    try:
+        client.get_address(address).verify()
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
 
 
 def fetch_list_details(registry, list_address):

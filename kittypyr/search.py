@@ -361,8 +361,8 @@ def snippet(text, words):
 
 
 def visible_list_addresses(request):
-    """The lists this reader may search. Every list until lists can be private."""
-    return list(find_root(request.context).lists.keys())
+    """The lists this reader may search: public ones and the private ones they may see."""
+    return [mailing_list.address for mailing_list in request.visible_lists]
 
 
 def includeme(config):

@@ -64,6 +64,11 @@ class ApiList(_Node):
         super().__init__(name, parent)
         self.mailing_list = mailing_list
 
+    @property
+    def __acl__(self):
+        # The JSON of a list is as closed as its pages.
+        return self.mailing_list.__acl__
+
     def __getitem__(self, name):
         if name == "threads":
             return ApiThreads(name, self)

@@ -1,6 +1,7 @@
 """The root of the archive and the folder of mailing lists."""
 
 from persistent import Persistent
+from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
 
 from kittypyr.resources.api import ApiRoot
 from kittypyr.resources.containers import Container
@@ -30,6 +31,11 @@ class Archive(Persistent):
     __parent__ = None
 
     schema_version = 0
+
+    __acl__ = [
+        (Allow, "site-admin", ALL_PERMISSIONS),
+        (Allow, Everyone, "view"),
+    ]
 
     def __init__(self):
         self.lists = MailingLists()

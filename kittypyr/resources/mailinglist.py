@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
+from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated
 
 from kittypyr.resources.browsing import ThreadAlias, Year
 from kittypyr.resources.containers import Container
@@ -55,6 +56,26 @@ class MailingList(Persistent):
     __parent__ = None
 
     archive_policy = "public"
+    # Addresses, as Mailman last said (see kittypyr.mailman.sync_list).
+    owners = ()
+    moderators = ()
+    synced_at = None
+
+    @property
+    def __acl__(self):
+        """Owners and moderators moderate; a private archive is for members only."""
+        address = self.address
+        acl = [
+            (Allow, "site-admin", ALL_PERMISSIONS),
+            (Allow, f"owner:{address}", ("view", "post", "moderate")),
+            (Allow, f"moderator:{address}", ("view", "post", "moderate")),
+            (Allow, f"member:{address}", ("view", "post")),
+        ]
+        if self.archive_policy == "private":
+            acl.append(DENY_ALL)
+        else:
+            acl.append((Allow, Authenticated, "post"))
+        return acl
 
     def __init__(self, address, display_name="", description=""):
         self.address = address.lower()

@@ -73,7 +73,7 @@ def email_json(request, message, depth=None):
 
 @view_config(context=ApiLists, renderer="json")
 def api_lists(context, request):
-    lists = sorted(context.archive.lists.values(), key=lambda m: m.address)
+    lists = sorted(request.visible_lists, key=lambda m: m.address)
     page = Page(page_number(request), len(lists), PAGE_SIZE)
     chosen = lists[page.start : page.start + PAGE_SIZE]
     return _paginated(request, len(lists), [list_json(request, m) for m in chosen], page)

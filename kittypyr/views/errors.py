@@ -20,5 +20,11 @@ def protective_headers(event):
 
 @notfound_view_config(renderer="kittypyr.templates:notfound.pt")
 def not_found(request):
+    mailing_list = request.current_list
+    if mailing_list is not None and not request.has_permission("view", mailing_list):
+        # Inside a private list, what is missing is as secret as what is there.
+        from kittypyr.views.accounts import forbidden
+
+        return forbidden(request)
     request.response.status = 404
-    return {"mailing_list": request.current_list}
+    return {"mailing_list": mailing_list}

@@ -30,12 +30,12 @@ def archive_index(context, request):
     order = "name" if request.params.get("sort") == "name" else "activity"
     summaries = [
         list_summary(mailing_list, day)
-        for mailing_list in context.lists.values()
+        for mailing_list in request.visible_lists
         if not name_filter
         or name_filter in mailing_list.address
         or name_filter in mailing_list.display_name.lower()
     ]
-    set_validators(request, None, "index", len(context.lists),
+    set_validators(request, None, "index", len(summaries),
                    sum(s["list"].message_count for s in summaries), day, order, name_filter)
     if order == "name":
         summaries.sort(key=lambda s: s["list"].display_name.lower())

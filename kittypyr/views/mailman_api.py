@@ -31,7 +31,8 @@ def _check_caller(request):
         raise HTTPUnauthorized(json_body={"error": "wrong or missing archiver key"})
 
 
-@view_config(context=ApiMailman, name="archive", request_method="POST", renderer="json")
+@view_config(context=ApiMailman, name="archive", request_method="POST", renderer="json",
+             require_csrf=False)  # authenticated by its key, not a session
 def archive(context, request):
     """Archive one message; answer its permalink."""
     _check_caller(request)

@@ -121,6 +121,12 @@ def set_validators(request, last_modified, *parts):
     wherever a page shows "the last 30 days".
     """
     response = request.response
+    user = request.user
+    if user is not None:
+        # The page names the reader and carries their form token.
+        parts += (user.address, request.session.get_csrf_token())
+        response.cache_control.private = True
+    response.vary = ("Cookie",)
     if last_modified is not None:
         response.last_modified = last_modified
     digest = hashlib.sha1("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()[:20]

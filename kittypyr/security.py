@@ -1,0 +1,292 @@
+"""Who the reader is, and what they may see and do.
+
+Mailman core is the single source of truth for accounts and roles: a reader
+logs in with their Mailman address and password, and their roles on lists
+(member, owner, moderator) come from Mailman, cached for a minute. The
+session only remembers who logged in, in a signed cookie.
+
+Permissions are checked against the ``__acl__`` of the resources (see
+``MailingList.__acl__``) with these principals:
+
+- ``system.Everyone`` for all, ``system.Authenticated`` and ``user:<address>``
+  once logged in;
+- ``site-admin`` for the addresses in ``kittypyr.admins``;
+- ``<role>:<list address>`` for each role the user has on a list in Mailman
+  (``member:dev@lists.example.org``, ``owner:...``, ``moderator:...``).
+
+``view`` is every page's default permission, so a private list's pages,
+raw messages, attachments and API answers are closed to anyone else without
+a view having to remember it.
+"""
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from pyramid.authorization import ACLHelper, Authenticated, Everyone
+from pyramid.session import SignedCookieSessionFactory
+from pyramid.settings import aslist
+
+from kittypyr.mailman import mailman_client
+
+log = logging.getLogger(__name__)
+
+SITE_ADMIN = "site-admin"
+MEMBERSHIP_TTL = 60.0
+# After a failed lookup, try Mailman again this soon, not at every page.
+MEMBERSHIP_FAILURE_TTL = 10.0
+ROLES = ("member", "owner", "moderator")
+
+
+@dataclass(frozen=True)
+class User:
+    """A logged-in reader, as their Mailman account identifies them."""
+
+    address: str
+    display_name: str = ""
+    user_id: str = ""
+
+    @property
+    def name(self):
+        return self.display_name or self.address.split("@", 1)[0]
+
+
+def list_id_of(list_address):
+    """Mailman's list id for a posting address: ``dev@example.org`` -> ``dev.example.org``."""
+    return list_address.lower().replace("@", ".", 1)
+
+
+class Memberships:
+    """Each address's roles on lists, from Mailman core, kept for a minute.
+
+    Per process: every waitress process asks Mailman at most once a minute
+    for a given reader. When Mailman cannot be reached the reader has no
+    roles (private lists stay closed) and the failure is logged.
+    """
+
+    def __init__(self, ttl=MEMBERSHIP_TTL, failure_ttl=MEMBERSHIP_FAILURE_TTL, clock=time.monotonic):
+        self.ttl = ttl
+        self.failure_ttl = failure_ttl
+        self.clock = clock
+        self.entries = {}
+        self.lock = threading.Lock()
+
+    def roles(self, registry, address):
+        """A frozenset of ``(list_id, role)`` pairs for ``address``."""
+        now = self.clock()
+        with self.lock:
+            entry = self.entries.get(address)
+        if entry is not None and entry[0] > now:
+            return entry[1]
+        roles, ttl = self._fetch(registry, address)
+        with self.lock:
+            self.entries[address] = (now + ttl, roles)
+        return roles
+
+    def forget(self, address):
+        """Drop what is known of ``address``: its roles just changed here."""
+        with self.lock:
+            self.entries.pop(address, None)
+
+    def _fetch(self, registry, address):
+        client = mailman_client(registry)
+        if client is None:
+            return frozenset(), self.ttl
+        try:
+            _, found = client._connection.call("members/find", {"subscriber": address})
+        except Exception as exc:  # refused connections, timeouts and HTTP errors alike
+            log.warning("could not fetch the list roles of %s from Mailman: %r", address, exc)
+            return frozenset(), self.failure_ttl
+        entries = (found or {}).get("entries", [])
+        return frozenset((entry["list_id"], entry["role"]) for entry in entries
+                         if entry.get("role") in ROLES), self.ttl
+
+
+memberships = Memberships()
+
+
+def site_admins(registry):
+    return {address.lower() for address in aslist(registry.settings.get("kittypyr.admins", ""))}
+
+
+def current_user(request):
+    """The logged-in ``User``, or None."""
+    data = request.session.get("user") if _has_session_cookie(request) else None
+    if not data:
+        return None
+    return User(data["address"], data.get("display_name", ""), data.get("user_id", ""))
+
+
+def _has_session_cookie(request):
+    # Reading an anonymous reader's session would be harmless, but looking
+    # for the cookie first keeps pages for anonymous readers free of it.
+    return request.registry.settings["kittypyr.session_cookie"] in request.cookies
+
+
+def user_roles(request):
+    """``{list_id: {roles}}`` of the logged-in user (empty when anonymous)."""
+    user = request.user
+    if user is None:
+        return {}
+    roles = {}
+    for list_id, role in memberships.roles(request.registry, user.address):
+        roles.setdefault(list_id, set()).add(role)
+    return roles
+
+
+def principals(request):
+    found = [Everyone]
+    user = request.user
+    if user is None:
+        return found
+    found += [Authenticated, f"user:{user.address}"]
+    if user.address in site_admins(request.registry):
+        found.append(SITE_ADMIN)
+    # Roles are keyed by list id; the ACLs by posting address.
+    addresses = {list_id_of(address): address for address in request.root.lists.keys()}
+    for list_id, roles in request.user_roles.items():
+        address = addresses.get(list_id)
+        if address is not None:
+            found += [f"{role}:{address}" for role in roles]
+    return found
+
+
+class SecurityPolicy:
+    """Identity from the session, permissions from ACLs and Mailman roles."""
+
+    def __init__(self):
+        self.helper = ACLHelper()
+
+    def identity(self, request):
+        return request.user
+
+    def authenticated_userid(self, request):
+        user = request.user
+        return user.address if user is not None else None
+
+    def permits(self, request, context, permission):
+        return self.helper.permits(context, request.principals, permission)
+
+    def remember(self, request, user, **kw):
+        """Start a fresh session for ``user`` (never reuse one from before login)."""
+        request.session.invalidate()
+        request.session["user"] = {"address": user.address, "display_name": user.display_name,
+                                   "user_id": user.user_id}
+        request.session.new_csrf_token()
+        return []
+
+    def forget(self, request, **kw):
+        request.session.invalidate()
+        return []
+
+
+class LoginThrottle:
+    """Slows down password guessing: after ``limit`` failures within
+    ``window`` seconds for one address or one client, further attempts are
+    refused until the oldest failure ages out. Per process."""
+
+    def __init__(self, limit=5, window=600.0, clock=time.monotonic):
+        self.limit = limit
+        self.window = window
+        self.clock = clock
+        self.failures = {}
+        self.lock = threading.Lock()
+
+    def _recent(self, key, now):
+        times = [t for t in self.failures.get(key, ()) if t > now - self.window]
+        if times:
+            self.failures[key] = times
+        else:
+            self.failures.pop(key, None)
+        return times
+
+    def wait_seconds(self, *keys):
+        """Seconds until another attempt is allowed for these keys (0: now)."""
+        now = self.clock()
+        with self.lock:
+            waits = []
+            for key in keys:
+                times = self._recent(key, now)
+                if len(times) >= self.limit:
+                    waits.append(times[-self.limit] + self.window - now)
+        return max(waits, default=0)
+
+    def failed(self, *keys):
+        now = self.clock()
+        with self.lock:
+            for key in keys:
+                self._recent(key, now)
+                self.failures.setdefault(key, []).append(now)
+
+    def succeeded(self, *keys):
+        with self.lock:
+            for key in keys:
+                self.failures.pop(key, None)
+
+
+login_throttle = LoginThrottle()
+
+
+def sign(registry, purpose, value, max_age):
+    """``value`` (a string) with its expiry and a signature, for a link in a mail."""
+    expires = int(time.time() + max_age)
+    payload = base64.urlsafe_b64encode(json.dumps([purpose, value, expires]).encode("utf-8")).decode("ascii")
+    return payload + "." + _signature(registry, payload)
+
+
+def unsign(registry, purpose, token):
+    """The value signed by ``sign`` for ``purpose``, or None if forged, altered or expired."""
+    payload, _, signature = (token or "").rpartition(".")
+    if not payload or not hmac.compare_digest(signature, _signature(registry, payload)):
+        return None
+    try:
+        signed_purpose, value, expires = json.loads(base64.urlsafe_b64decode(payload.encode("ascii")))
+    except (ValueError, TypeError):
+        return None
+    if signed_purpose != purpose or expires < time.time():
+        return None
+    return value
+
+
+def _signature(registry, payload):
+    key = registry.kittypyr_secret.encode("utf-8")
+    return hmac.new(key, b"kittypyr.link." + payload.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def visible_lists(request):
+    """The mailing lists the reader may see, in the archive's order."""
+    return [mailing_list for mailing_list in request.root.lists.values()
+            if mailing_list.archive_policy != "private" or request.has_permission("view", mailing_list)]
+
+
+def may(request, permission, context):
+    return bool(request.has_permission(permission, context))
+
+
+def includeme(config):
+    settings = config.registry.settings
+    secret = settings.get("kittypyr.secret", "")
+    if not secret:
+        # Sessions then last as long as the process, and are not shared
+        # between processes: fine for a try-out, not for a site.
+        log.warning("kittypyr.secret is not set: sessions end when this process stops")
+        secret = secrets.token_hex(32)
+    config.registry.kittypyr_secret = secret
+    cookie_name = settings.setdefault("kittypyr.session_cookie", "kittypyr_session")
+    secure = settings.get("kittypyr.base_url", "").startswith("https:")
+    config.set_session_factory(SignedCookieSessionFactory(
+        secret, cookie_name=cookie_name, httponly=True, samesite="Lax", secure=secure,
+        timeout=14 * 24 * 3600, reissue_time=3600, salt="kittypyr.session."))
+    config.set_security_policy(SecurityPolicy())
+    config.set_default_permission("view")
+    config.set_default_csrf_options(require_csrf=True)
+    config.add_request_method(current_user, "user", reify=True)
+    config.add_request_method(user_roles, "user_roles", reify=True)
+    config.add_request_method(principals, "principals", reify=True)
+    config.add_request_method(visible_lists, "visible_lists", reify=True)

@@ -1,0 +1,192 @@
+"""Logging in and out with a Mailman identity, signing up, and the 403 page."""
+
+import logging
+import re
+from urllib.parse import urlsplit
+
+from pyramid.httpexceptions import HTTPSeeOther
+from pyramid.renderers import render_to_response
+from pyramid.security import NO_PERMISSION_REQUIRED, forget, remember
+from pyramid.traversal import find_interface
+from pyramid.view import forbidden_view_config, view_config
+
+from kittypyr import mailer
+from kittypyr.mailman import (
+    AccountExists,
+    AddressNotVerified,
+    LoginRefused,
+    MailmanUnavailable,
+    base_url,
+    check_login,
+    create_account,
+    verify_address,
+)
+from kittypyr.resources import Archive, MailingList
+from kittypyr.security import User, login_throttle, sign, unsign
+
+log = logging.getLogger(__name__)
+
+CONFIRMATION_MAX_AGE = 3 * 24 * 3600
+MIN_PASSWORD_LENGTH = 8
+_ADDRESS = re.compile(r"^[^@\s<>\"]+@[^@\s<>\"]+\.[^@\s<>\"]+$")
+
+
+def safe_came_from(request, value):
+    """A path on this site to go back to; anything else becomes the front page."""
+    parts = urlsplit(value or "")
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
+        return request.resource_url(request.root)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def _login_form(request, came_from, address="", error=None, status=200):
+    request.response.status = status
+    return {"came_from": came_from, "address": address, "error": error,
+            "csrf_token": request.session.get_csrf_token()}
+
+
+@view_config(context=Archive, name="login", request_method="GET", renderer="kittypyr.templates:login.pt",
+             permission=NO_PERMISSION_REQUIRED)
+def login_form(context, request):
+    return _login_form(request, safe_came_from(request, request.params.get("came_from")))
+
+
+@view_config(context=Archive, name="login", request_method="POST", renderer="kittypyr.templates:login.pt",
+             permission=NO_PERMISSION_REQUIRED)
+def login(context, request):
+    address = request.POST.get("address", "").strip().lower()
+    password = request.POST.get("password", "")
+    came_from = safe_came_from(request, request.POST.get("came_from"))
+    keys = (f"address:{address}", f"client:{request.client_addr}")
+    wait = login_throttle.wait_seconds(*keys)
+    if wait > 0:
+        request.response.headers["Retry-After"] = str(int(wait) + 1)
+        return _login_form(request, came_from, address, status=429, error=(
+            f"Too many failed attempts. Try again in {int(wait // 60) + 1} minute(s)."))
+    try:
+        address, display_name, user_id = check_login(request.registry, address, password)
+    except LoginRefused:
+        login_throttle.failed(*keys)
+        return _login_form(request, came_from, address, status=403,
+                           error="The address or the password is not right.")
+    except AddressNotVerified:
+        return _login_form(request, came_from, address, status=403, error=(
+            "This address has not been confirmed yet: follow the link in the mail we sent to it."))
+    except MailmanUnavailable as exc:
+        log.warning("login of %s impossible: %s", address, exc)
+        return _login_form(request, came_from, address, status=503,
+                           error="Accounts cannot be checked right now. Please try again later.")
+    login_throttle.succeeded(f"address:{address}")
+    headers = remember(request, User(address, display_name, user_id))
+    return HTTPSeeOther(came_from, headers=headers)
+
+
+@view_config(context=Archive, name="logout", request_method="POST", permission=NO_PERMISSION_REQUIRED)
+def logout(context, request):
+    headers = forget(request)
+    return HTTPSeeOther(request.resource_url(request.root), headers=headers)
+
+
+def _signup_form(request, values=None, error=None, status=200):
+    request.response.status = status
+    return {"values": values or {}, "error": error, "sent_to": None,
+            "csrf_token": request.session.get_csrf_token()}
+
+
+@view_config(context=Archive, name="signup", request_method="GET", renderer="kittypyr.templates:signup.pt",
+             permission=NO_PERMISSION_REQUIRED)
+def signup_form(context, request):
+    return _signup_form(request)
+
+
+@view_config(context=Archive, name="signup", request_method="POST", renderer="kittypyr.templates:signup.pt",
+             permission=NO_PERMISSION_REQUIRED)
+def signup(context, request):
+    values = {
+        "address": mailer.single_line(request.POST.get("address", "")).lower(),
+        "display_name": mailer.single_line(request.POST.get("display_name", "")),
+    }
+    password = request.POST.get("password", "")
+    if not _ADDRESS.match(values["address"]):
+        return _signup_form(request, values, "Please give a valid e-mail address.", 400)
+    if len(password) < MIN_PASSWORD_LENGTH:
+        return _signup_form(request, values,
+                            f"Please choose a password of at least {MIN_PASSWORD_LENGTH} characters.", 400)
+    if password != request.POST.get("password_again", ""):
+        return _signup_form(request, values, "The two passwords differ.", 400)
+    try:
+        create_account(request.registry, values["address"], values["display_name"], password)
+    except AccountExists:
+        return _signup_form(request, values, (
+            "An account with this address exists already: log in with it instead."), 409)
+    except MailmanUnavailable as exc:
+        log.warning("sign-up of %s impossible: %s", values["address"], exc)
+        return _signup_form(request, values, "Accounts cannot be created right now. Please try again later.",
+                            503)
+    token = sign(request.registry, "confirm", values["address"], CONFIRMATION_MAX_AGE)
+    link = f"{base_url(request)}confirm?token={token}"
+    message = mailer.new_message(
+        request, f"noreply@{urlsplit(base_url(request)).hostname or 'localhost'}", "kittypyr archive",
+        values["address"], "Confirm your address",
+        f"Hello {values['display_name'] or values['address']},\n\n"
+        f"someone, probably you, signed up at {base_url(request)} with this address.\n"
+        f"To confirm it, open this link within three days:\n\n{link}\n\n"
+        "If it was not you, ignore this mail: nothing more will happen.\n")
+    try:
+        mailer.send(request.registry, message)
+    except mailer.MailNotSent as exc:
+        log.error("confirmation mail to %s not sent: %s", values["address"], exc)
+        return _signup_form(request, values, (
+            "Your account was created, but the confirmation mail could not be sent. "
+            "Please try again later."), 503)
+    result = _signup_form(request)
+    result["sent_to"] = values["address"]
+    return result
+
+
+@view_config(context=Archive, name="confirm", renderer="kittypyr.templates:confirm.pt",
+             permission=NO_PERMISSION_REQUIRED, require_csrf=False)
+def confirm(context, request):
+    """Prove an address. A GET only shows a button: mail scanners follow links."""
+    token = request.params.get("token", "")
+    address = unsign(request.registry, "confirm", token)
+    if address is None:
+        request.response.status = 400
+        return {"address": None, "token": token, "confirmed": False}
+    if request.method != "POST":
+        return {"address": address, "token": token, "confirmed": False}
+    try:
+        verify_address(request.registry, address)
+    except MailmanUnavailable as exc:
+        log.warning("confirmation of %s impossible: %s", address, exc)
+        request.response.status = 503
+        return {"address": address, "token": token, "confirmed": False,
+                "error": "Addresses cannot be confirmed right now. Please try again later."}
+    return {"address": address, "token": token, "confirmed": True}
+
+
+@forbidden_view_config()
+def forbidden(request):
+    """403: the login form for anonymous readers, an explanation for the others.
+
+    Nothing about the refused resource is shown, not even its title.
+    """
+    refusal = request.exception
+    if refusal is not None and getattr(refusal, "result", None) is None:
+        # Raised by a view with its own explanation, not by a permission check.
+        return refusal
+    if request.path.startswith("/api/"):
+        response = render_to_response("json", {"error": "you may not see this"}, request=request)
+        response.status = 403
+        return response
+    mailing_list = find_interface(getattr(request, "context", None), MailingList)
+    if request.user is None:
+        values = _login_form(request, safe_came_from(request, request.path_qs), status=403,
+                             error="Please log in to see this page.")
+        response = render_to_response("kittypyr.templates:login.pt", values, request=request)
+    else:
+        response = render_to_response("kittypyr.templates:forbidden.pt",
+                                      {"private_list": mailing_list is not None}, request=request)
+    response.status = 403
+    response.cache_control.private = True
+    return response

@@ -4,7 +4,7 @@ import logging
 import re
 from urllib.parse import urlsplit
 
-from pyramid.httpexceptions import HTTPSeeOther
+from pyramid.httpexceptions import HTTPForbidden, HTTPSeeOther
 from pyramid.renderers import render_to_response
 from pyramid.security import NO_PERMISSION_REQUIRED, forget, remember
 from pyramid.traversal import find_interface
@@ -172,7 +172,7 @@ def forbidden(request):
     Nothing about the refused resource is shown, not even its title.
     """
     refusal = request.exception
-    if refusal is not None and getattr(refusal, "result", None) is None:
+    if isinstance(refusal, HTTPForbidden) and getattr(refusal, "result", None) is None:
         # Raised by a view with its own explanation, not by a permission check.
         return refusal
     if request.path.startswith("/api/"):

@@ -1,0 +1,194 @@
+"""Logging in, and private lists closed to everyone but their members (WebTest).
+
+Roles and passwords come from FakeMailman here; test_accounts_mailman.py
+asks a real Mailman core the same questions.
+"""
+
+from datetime import datetime, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.msgid import message_id_hash
+from tests.accounts import FakeMailman, csrf_token, log_in, log_out
+from tests.mailbuilder import attachment, make_message, multipart, text_part
+from tests.test_app import make_app
+
+PUBLIC = "open@lists.example.org"
+PRIVATE = "board@lists.example.org"
+SECRET_WORD = "zanzibarium"
+MEMBER = "member@example.org"
+OUTSIDER = "outsider@example.org"
+ADMIN = "admin@example.org"
+OWNER = "owner@example.org"
+
+
+def h(n):
+    return message_id_hash(f"<priv{n}@example.org>")
+
+
+def mail(n, subject, body, reply_to=None):
+    return make_message(
+        message_id=f"<priv{n}@example.org>", subject=subject, sender=("Board Member", "boss@example.org"),
+        date=datetime(2022, 5, 1 + n, 12, tzinfo=timezone.utc), body=body,
+        in_reply_to=f"<priv{reply_to}@example.org>" if reply_to is not None else None)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    app = make_app(tmp_path_factory.mktemp("private"))
+    app.registry.settings["kittypyr.admins"] = ADMIN
+    with prepare(registry=app.registry) as env:
+        public = ensure_mailing_list(env["root"], PUBLIC)
+        archive_message(public, mail(0, "Open topic", "Everyone may read this.\n"))
+        private = ensure_mailing_list(env["root"], PRIVATE)
+        private.archive_policy = "private"
+        private.display_name = "The Board"
+        archive_message(private, mail(1, f"Salaries {SECRET_WORD}", multipart(
+            "mixed", text_part(f"Confidential {SECRET_WORD} figures.\n"),
+            attachment(b"secret,figures\n", "text/csv", "figures.csv"))))
+        archive_message(private, mail(2, "Re: Salaries", "Agreed.\n", reply_to=1))
+        transaction.commit()
+    yield app
+    app.registry._zodb_databases[""].close()
+
+
+@pytest.fixture
+def mailman(monkeypatch):
+    fake = FakeMailman(monkeypatch)
+    fake.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member"), (PUBLIC, "member")])
+    fake.add_user(OUTSIDER, "Otto Outsider", roles=[(PUBLIC, "member")])
+    fake.add_user(ADMIN, "Ada Admin")
+    fake.add_user(OWNER, "Olga Owner", roles=[(PRIVATE, "owner")])
+    return fake
+
+
+PRIVATE_URLS = [
+    f"/list/{PRIVATE}/",
+    f"/list/{PRIVATE}/2022/5/",
+    f"/list/{PRIVATE}/thread/{h(1)}/",
+    f"/list/{PRIVATE}/message/{h(2)}/",
+    f"/list/{PRIVATE}/message/{h(1)}/raw",
+    f"/list/{PRIVATE}/message/{h(1)}/attachment/2/figures.csv",
+    f"/api/list/{PRIVATE}/",
+    f"/api/list/{PRIVATE}/threads/",
+    f"/api/list/{PRIVATE}/thread/{h(1)}/",
+    f"/api/list/{PRIVATE}/email/{h(1)}/",
+]
+
+
+def leaks(text):
+    # The list's address is in the URL the reader asked for; its name,
+    # subjects, words and figures must not be anywhere.
+    return any(secret in text for secret in (SECRET_WORD, "The Board", "Salaries", "Agreed", "Confidential"))
+
+
+def test_anonymous_readers_get_a_login_prompt_and_nothing_of_a_private_list(site, mailman):
+    app = TestApp(site)
+    for url in PRIVATE_URLS:
+        page = app.get(url, status=403)
+        assert not leaks(page.text), url
+        if not url.startswith("/api/"):
+            assert page.forms["login-form"]["came_from"].value == url
+    # Not even what is missing inside it gives the list away.
+    assert not leaks(app.get(f"/list/{PRIVATE}/message/NOSUCHHASH/", status=403).text)
+    index = app.get("/")
+    assert "open" in index.text and not leaks(index.text)
+    assert not leaks(app.get("/api/lists/").text)
+    for query in (SECRET_WORD, f"list:{PRIVATE}", "Salaries"):
+        results = app.get("/search", {"q": query})
+        assert results.html.select_one("p.count").text.startswith("0 messages found")
+        assert results.html.select("ol.hits li") == []
+        assert app.get("/api/search", {"q": query}).json["count"] == 0
+
+
+def test_a_logged_in_non_member_gets_403_everywhere(site, mailman):
+    app = TestApp(site)
+    assert log_in(app, OUTSIDER).status_int == 303
+    for url in PRIVATE_URLS:
+        page = app.get(url, status=403)
+        assert not leaks(page.text), url
+    assert "not a member" in app.get(f"/list/{PRIVATE}/", status=403).text
+    assert not leaks(app.get("/").text)
+    assert app.get("/api/search", {"q": SECRET_WORD}).json["count"] == 0
+    assert app.get("/search", {"q": SECRET_WORD}).html.select("ol.hits li") == []
+
+
+@pytest.mark.parametrize("reader", [MEMBER, OWNER, ADMIN])
+def test_members_owners_and_site_admins_read_everything(site, mailman, reader):
+    app = TestApp(site)
+    log_in(app, reader)
+    for url in PRIVATE_URLS:
+        assert app.get(url).status_int == 200, url
+    assert "The Board" in app.get("/").text
+    assert "figures.csv" in app.get(f"/list/{PRIVATE}/thread/{h(1)}/").text
+    found = app.get("/api/search", {"q": SECRET_WORD}).json
+    assert found["count"] == 1 and SECRET_WORD in found["results"][0]["snippet"]
+    assert PRIVATE.split("@")[0] in [entry["name"] for entry in app.get("/api/lists/").json["results"]] \
+        or "The Board" in [entry["name"] for entry in app.get("/api/lists/").json["results"]]
+
+
+def test_losing_membership_closes_the_list_within_the_cache_time(site, mailman):
+    from kittypyr import security
+
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    app.get(f"/list/{PRIVATE}/", status=200)
+    mailman.roles[MEMBER] = {(PUBLIC, "member")}
+    security.memberships.forget(MEMBER)  # as a minute passing would
+    app.get(f"/list/{PRIVATE}/", status=403)
+
+
+def test_login_shows_the_reader_and_logout_needs_the_form_token(site, mailman):
+    app = TestApp(site)
+    answer = log_in(app, MEMBER)
+    assert answer.status_int == 303
+    cookie = answer.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    page = app.get("/")
+    assert "Mia Member" in page.text and "Log out" in page.text
+    assert page.headers["Cache-Control"] == "private"
+    app.post("/logout", status=400)  # no CSRF token: refused
+    assert "Mia Member" in app.get("/").text
+    log_out(app)
+    page = app.get("/")
+    assert "Mia Member" not in page.text and "Log in" in page.text
+
+
+def test_wrong_passwords_are_refused_then_slowed_down(site, mailman):
+    app = TestApp(site)
+    for _ in range(5):
+        answer = log_in(app, MEMBER, "wrong password")
+        assert answer.status_int == 403 and "not right" in answer.text
+    blocked = log_in(app, MEMBER)  # even the right password waits now
+    assert blocked.status_int == 429 and "Too many failed attempts" in blocked.text
+    assert int(blocked.headers["Retry-After"]) > 0
+    assert "Mia Member" not in app.get("/").text
+
+
+def test_login_goes_back_only_to_pages_of_this_site(site, mailman):
+    app = TestApp(site)
+    form = app.get("/login", {"came_from": f"/list/{PUBLIC}/"}).forms["login-form"]
+    form["address"], form["password"] = MEMBER, mailman.passwords[MEMBER]
+    assert form.submit().location.endswith(f"/list/{PUBLIC}/")
+    log_out(app)
+    form = app.get("/login", {"came_from": "https://evil.example.com/"}).forms["login-form"]
+    form["address"], form["password"] = MEMBER, mailman.passwords[MEMBER]
+    assert form.submit().location == "http://localhost/"
+
+
+def test_forms_without_the_session_token_are_refused(site, mailman):
+    app = TestApp(site)
+    app.post("/login", {"address": MEMBER, "password": mailman.passwords[MEMBER]}, status=400)
+    token = csrf_token(app)
+    app.post("/login", {"address": MEMBER, "password": mailman.passwords[MEMBER], "csrf_token": token},
+             status=303)
+
+
+def test_anonymous_pages_set_no_cookie(site, mailman):
+    app = TestApp(site)
+    for url in ("/", f"/list/{PUBLIC}/", f"/list/{PUBLIC}/thread/{h(0)}/", "/search?q=open"):
+        assert "Set-Cookie" not in app.get(url).headers, url

@@ -8,6 +8,7 @@ from ZODB.POSException import ConflictError
 PARTS = (
     "kittypyr.resources",
     "kittypyr.security",
+    "kittypyr.mailman",
     "kittypyr.catalog",
     "kittypyr.stats",
     "kittypyr.search",

@@ -50,6 +50,23 @@ def command_reindex(args):
     return 0
 
 
+def command_sync(args):
+    from kittypyr.mailman import MailmanUnavailable, sync_lists
+
+    with _environment(args.config) as env:
+        try:
+            created, updated = sync_lists(env["root"], env["registry"])
+        except MailmanUnavailable as exc:
+            transaction.manager.abort()
+            print(f"could not reach Mailman core: {exc}", file=sys.stderr)
+            return 1
+        transaction.manager.commit()
+    for address in created:
+        print(f"created {address}")
+    print(f"{len(created)} lists created, {len(updated)} updated from Mailman")
+    return 0
+
+
 def _date_bound(archive, query, last):
     total, resources = search(archive, query, sort_index="date", limit=1, reverse=last)
     for message in resources:
@@ -112,6 +129,10 @@ def build_parser():
     p = commands.add_parser("reindex", help="rebuild the catalog and the lists' statistics from the archive")
     p.add_argument("config")
     p.set_defaults(func=command_reindex)
+
+    p = commands.add_parser("sync", help="fetch every list's details, owners and moderators from Mailman")
+    p.add_argument("config")
+    p.set_defaults(func=command_sync)
 
     p = commands.add_parser("info", help="counts and dates of the archive or one list")
     p.add_argument("config")

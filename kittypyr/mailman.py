@@ -10,6 +10,9 @@ trouble with the storage answers an error, so that Mailman keeps the mail.
 
 import hmac
 import logging
+import threading
+import time
+from datetime import datetime, timezone
 from urllib.parse import quote
 
 from pyramid.settings import aslist
@@ -175,30 +178,192 @@ def verify_address(registry, address):
         raise MailmanUnavailable(repr(exc)) from exc
 
 
-def fetch_list_details(registry, list_address):
-    """``{display_name, description, archive_policy}`` from Mailman, or None.
+def _list_details(mailing_list):
+    settings = mailing_list.settings
+    return {
+        "display_name": mailing_list.display_name or "",
+        "description": settings.get("description", "") or "",
+        "archive_policy": settings.get("archive_policy", "public") or "public",
+        "owners": tuple(sorted(member.email.lower() for member in mailing_list.owners)),
+        "moderators": tuple(sorted(member.email.lower() for member in mailing_list.moderators)),
+    }
 
-    Mailman being unreachable must never cost a message: the failure is
-    logged and the list keeps what it has.
+
+def fetch_list_details(registry, list_address):
+    """``{display_name, description, archive_policy, owners, moderators}`` from Mailman, or None.
+
+    Mailman being unreachable must never cost a message or a page: the
+    failure is logged and the list keeps what it has.
     """
     client = mailman_client(registry)
     if client is None:
         return None
     try:
-        mailing_list = client.get_list(list_address)
-        settings = mailing_list.settings
-        return {
-            "display_name": mailing_list.display_name or "",
-            "description": settings.get("description", "") or "",
-            "archive_policy": settings.get("archive_policy", "public") or "public",
-        }
+        return _list_details(client.get_list(list_address))
     except Exception as exc:  # HTTP errors, refused connections, timeouts alike
         log.warning("could not fetch the details of %s from Mailman: %r", list_address, exc)
         return None
 
 
 def apply_list_details(mailing_list, details):
-    if details:
-        mailing_list.display_name = details["display_name"] or mailing_list.display_name
-        mailing_list.description = details["description"]
-        mailing_list.archive_policy = details["archive_policy"]
+    """Store what Mailman said, writing only what changed."""
+    if not details:
+        return
+    wanted = {
+        "display_name": details["display_name"] or mailing_list.display_name,
+        "description": details["description"],
+        "archive_policy": details["archive_policy"],
+        "owners": tuple(details.get("owners", ())),
+        "moderators": tuple(details.get("moderators", ())),
+    }
+    for name, value in wanted.items():
+        if getattr(mailing_list, name) != value:
+            setattr(mailing_list, name, value)
+    if mailing_list.synced_at is None:
+        mailing_list.synced_at = _now()
+
+
+def _now():
+    return datetime.now(timezone.utc)
+
+
+def sync_lists(archive, registry):
+    """Bring every list Mailman core has into the archive, with its details.
+
+    Lists Mailman does not archive (policy ``never``) are not created.
+    Returns ``(created, updated)`` addresses; raises MailmanUnavailable.
+    """
+    from kittypyr.archiving import ensure_mailing_list
+
+    client = _client_or_raise(registry)
+    created, updated = [], []
+    try:
+        for found in client.lists:
+            address = found.fqdn_listname.lower()
+            details = _list_details(found)
+            if address not in archive.lists:
+                if details["archive_policy"] == "never":
+                    continue
+                created.append(address)
+            else:
+                updated.append(address)
+            mailing_list = ensure_mailing_list(archive, address)
+            apply_list_details(mailing_list, details)
+            mailing_list.synced_at = _now()
+    except MailmanUnavailable:
+        raise
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
+    return created, updated
+
+
+def sync_ttl(registry):
+    return float(registry.settings.get("kittypyr.mailman_sync_ttl", 300))
+
+
+class ListRefresher:
+    """Re-reads a list's details from Mailman when they are older than the TTL.
+
+    Checks are remembered per process, so a page view writes to the list
+    only when Mailman said something new; a failed attempt is not repeated
+    for a while, so an unreachable Mailman costs one timeout per list now
+    and then and never fails a page.
+    """
+
+    def __init__(self, failure_pause=60.0, clock=time.monotonic):
+        self.failure_pause = failure_pause
+        self.clock = clock
+        self.checked_at = {}
+        self.failed_at = {}
+        self.lock = threading.Lock()
+
+    def is_fresh(self, registry, mailing_list):
+        ttl = sync_ttl(registry)
+        with self.lock:
+            checked = self.checked_at.get(mailing_list.address)
+        if checked is not None and self.clock() - checked < ttl:
+            return True
+        synced = mailing_list.synced_at
+        return synced is not None and (_now() - synced).total_seconds() < ttl
+
+    def refresh_if_stale(self, registry, mailing_list):
+        """True when Mailman was asked (and answered) now."""
+        if mailman_client(registry) is None or self.is_fresh(registry, mailing_list):
+            return False
+        address = mailing_list.address
+        with self.lock:
+            failed = self.failed_at.get(address)
+        if failed is not None and self.clock() - failed < self.failure_pause:
+            return False
+        details = fetch_list_details(registry, address)
+        with self.lock:
+            if details is None:
+                self.failed_at[address] = self.clock()
+                return False
+            self.failed_at.pop(address, None)
+            self.checked_at[address] = self.clock()
+        apply_list_details(mailing_list, details)
+        return True
+
+
+list_refresher = ListRefresher()
+
+
+def posting_rules(registry, list_address):
+    """What happens to a post from the web: ``{"moderated", "approval_to_join"}``, or None.
+
+    None when Mailman cannot say.
+    """
+    client = mailman_client(registry)
+    if client is None:
+        return None
+    try:
+        settings = client.get_list(list_address).settings
+        return {
+            "moderated": settings.get("default_member_action", "defer") in ("hold", "reject", "discard"),
+            "approval_to_join": settings.get("subscription_policy", "") in ("moderate", "confirm_then_moderate"),
+        }
+    except Exception as exc:
+        log.warning("could not fetch the posting rules of %s from Mailman: %r", list_address, exc)
+        return None
+
+
+def subscribe(registry, list_address, address, display_name):
+    """Subscribe a verified, logged-in reader who asked for it.
+
+    Returns True when they are a member now, False when the subscription
+    waits for a moderator's approval.
+    """
+    client = _client_or_raise(registry)
+    try:
+        result = client.get_list(list_address).subscribe(
+            address, display_name or None, pre_verified=True, pre_confirmed=True)
+    except Exception as exc:
+        raise MailmanUnavailable(repr(exc)) from exc
+    return not isinstance(result, dict)
+
+
+def refresh_list_details(event):
+    """Before a list's page is shown, re-read its details from Mailman if they are stale.
+
+    This runs before permissions are checked, so a list Mailman has just
+    made private is closed from the next page on.
+    """
+    from pyramid.traversal import find_interface
+
+    from kittypyr.resources import MailingList
+
+    request = event.request
+    mailing_list = find_interface(request.context, MailingList)
+    if mailing_list is None:
+        return
+    try:
+        list_refresher.refresh_if_stale(request.registry, mailing_list)
+    except Exception:  # whatever happens, the page is served with what is known
+        log.exception("refreshing %s from Mailman failed", mailing_list.address)
+
+
+def includeme(config):
+    from pyramid.events import ContextFound
+
+    config.add_subscriber(refresh_list_details, ContextFound)

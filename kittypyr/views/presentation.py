@@ -126,6 +126,8 @@ def set_validators(request, last_modified, *parts):
         # The page names the reader and carries their form token.
         parts += (user.address, request.session.get_csrf_token())
         response.cache_control.private = True
+        if request.session.peek_flash():
+            return  # a notice shown once: never answered by "not modified"
     response.vary = ("Cookie",)
     if last_modified is not None:
         response.last_modified = last_modified

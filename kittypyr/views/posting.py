@@ -1,0 +1,132 @@
+"""Writing to a list from the web: a reply to a message, or a new thread.
+
+The post is sent by SMTP to the list's posting address, from the reader's
+verified address, and comes back into the archive the way all mail does:
+through Mailman and its archiver. Nothing is stored here on the way.
+"""
+
+import logging
+
+from pyramid.httpexceptions import HTTPSeeOther
+from pyramid.view import view_config, view_defaults
+
+from kittypyr import mailer
+from kittypyr.mailman import MailmanUnavailable, posting_rules, subscribe
+from kittypyr.resources import MailingList, Message
+from kittypyr.security import list_id_of, memberships
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_CHARS = 100_000
+
+
+def reply_subject(subject):
+    subject = mailer.single_line(subject)
+    return subject if subject.lower().startswith("re:") else f"Re: {subject}".strip()
+
+
+def quoted(message):
+    """The message's text, quoted as mail clients quote it."""
+    lines = (message.body_text or "").rstrip().splitlines()
+    return "\n".join("> " + line if line else ">" for line in lines) + "\n\n"
+
+
+class Compose:
+    """The form and its sending, for a reply (context Message) or a new thread (context MailingList)."""
+
+    def __init__(self, context, request):
+        self.context = context
+        self.request = request
+        self.is_reply = isinstance(context, Message)
+        self.mailing_list = context.mailing_list if self.is_reply else context
+
+    def is_member(self):
+        roles = self.request.user_roles.get(list_id_of(self.mailing_list.address), set())
+        return "member" in roles
+
+    def form(self, subject, body, error=None, status=200):
+        self.request.response.status = status
+        member = self.is_member()
+        rules = None if member else posting_rules(self.request.registry, self.mailing_list.address)
+        return {
+            "mailing_list": self.mailing_list,
+            "parent": self.context if self.is_reply else None,
+            "subject": subject,
+            "body": body,
+            "error": error,
+            "is_member": member,
+            "rules": rules,
+            "csrf_token": self.request.session.get_csrf_token(),
+            "action": self.request.resource_url(self.context, "reply" if self.is_reply else "new"),
+        }
+
+    def show(self):
+        if self.is_reply:
+            return self.form(reply_subject(self.context.subject), quoted(self.context))
+        return self.form("", "")
+
+    def send(self):
+        request = self.request
+        post = request.POST
+        subject = mailer.single_line(post.get("subject", ""))
+        body = post.get("body", "").replace("\r\n", "\n")
+        if not subject:
+            return self.form(subject, body, "Please give your message a subject.", 400)
+        if not body.strip():
+            return self.form(subject, body, "Your message is empty.", 400)
+        if len(body) > MAX_BODY_CHARS:
+            return self.form(subject, body, "Your message is too long for a list.", 400)
+        user = request.user
+        notice = "Your message was sent to the list. It appears here once the list has delivered it."
+        if not self.is_member():
+            rules = posting_rules(request.registry, self.mailing_list.address)
+            if rules is not None and rules["moderated"]:
+                notice = "Your message was sent to the list and waits for a moderator's approval."
+            elif post.get("subscribe") != "yes":
+                return self.form(subject, body, "To post, please confirm that you want to subscribe.", 400)
+            else:
+                try:
+                    joined = subscribe(request.registry, self.mailing_list.address, user.address, user.display_name)
+                except MailmanUnavailable as exc:
+                    log.warning("subscribing %s to %s failed: %s", user.address, self.mailing_list.address, exc)
+                    return self.form(subject, body, "The list cannot be joined right now. Please try again later.",
+                                     503)
+                memberships.forget(user.address)
+                if not joined:
+                    notice = ("Your subscription waits for a moderator's approval; your message will be "
+                              "held until then.")
+        message = mailer.new_message(request, user.address, user.display_name, self.mailing_list.address,
+                                     subject, body)
+        if self.is_reply:
+            parent = self.context
+            message["In-Reply-To"] = f"<{parent.message_id}>"
+            chain = [ref for ref in parent.references if ref != parent.message_id] + [parent.message_id]
+            message["References"] = " ".join(f"<{ref}>" for ref in chain)
+        try:
+            mailer.send(request.registry, message)
+        except mailer.MailNotSent as exc:
+            log.error("post from %s to %s not sent: %s", user.address, self.mailing_list.address, exc)
+            return self.form(subject, body, "Your message could not be sent right now. Please try again later.",
+                             503)
+        log.info("%s posted %s to %s from the web", user.address, message["Message-ID"], self.mailing_list.address)
+        request.session.flash(notice)
+        target = self.mailing_list
+        if self.is_reply:
+            target = self.mailing_list.threads.data.get(self.context.thread) or self.context
+        return HTTPSeeOther(request.resource_url(target))
+
+
+@view_defaults(permission="post", renderer="kittypyr.templates:compose.pt")
+class PostingViews:
+    def __init__(self, context, request):
+        self.compose = Compose(context, request)
+
+    @view_config(context=Message, name="reply", request_method="GET")
+    @view_config(context=MailingList, name="new", request_method="GET")
+    def show(self):
+        return self.compose.show()
+
+    @view_config(context=Message, name="reply", request_method="POST")
+    @view_config(context=MailingList, name="new", request_method="POST")
+    def send(self):
+        return self.compose.send()

@@ -1,0 +1,151 @@
+"""Replying and starting threads from the web, sent to a real SMTP server (aiosmtpd).
+
+Roles come from FakeMailman; test_mailman.py sends a reply through a real
+Mailman core and sees it come back archived.
+"""
+
+from datetime import datetime, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.msgid import message_id_hash
+from tests.accounts import FakeMailman, log_in
+from tests.mailbuilder import make_message
+from tests.mailman_server import SMTPSink
+from tests.test_app import make_app
+
+LIST = "dev@lists.example.org"
+MEMBER = "mia@example.org"
+STRANGER = "stan@example.org"
+
+
+@pytest.fixture(scope="module")
+def smtp():
+    sink = SMTPSink().start()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, smtp):
+    app = make_app(tmp_path_factory.mktemp("posting"))
+    app.registry.settings.update({"kittypyr.smtp_host": "127.0.0.1", "kittypyr.smtp_port": str(smtp.port)})
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        archive_message(mailing_list, make_message(
+            message_id="<root@example.org>", subject="Build broken", sender=("Ann", "ann@example.org"),
+            date=datetime(2024, 1, 2, tzinfo=timezone.utc), body="The build fails on arm.\n"))
+        archive_message(mailing_list, make_message(
+            message_id="<second@example.org>", subject="Re: Build broken", sender=("Bob", "bob@example.org"),
+            date=datetime(2024, 1, 3, tzinfo=timezone.utc), in_reply_to="<root@example.org>",
+            references=["<root@example.org>"], body="Which compiler?\n"))
+        transaction.commit()
+    yield app
+    app.registry._zodb_databases[""].close()
+
+
+@pytest.fixture
+def mailman(monkeypatch, smtp):
+    smtp.clear()
+    fake = FakeMailman(monkeypatch)
+    fake.add_user(MEMBER, "Mia Member", roles=[(LIST, "member")])
+    fake.add_user(STRANGER, "Stan Stranger")
+    return fake
+
+
+SECOND = f"/list/{LIST}/message/{message_id_hash('<second@example.org>')}/"
+THREAD = f"/list/{LIST}/thread/{message_id_hash('<root@example.org>')}/"
+
+
+def test_anonymous_readers_are_asked_to_log_in_or_sign_up(site, mailman):
+    page = TestApp(site).get(SECOND + "reply", status=403)
+    assert page.forms["login-form"]["came_from"].value == SECOND + "reply"
+    assert "Sign up" in page.text
+
+
+def test_a_member_replies_with_the_whole_reference_chain(site, mailman, smtp):
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(SECOND + "reply").forms["compose-form"]
+    assert form["subject"].value == "Re: Build broken"
+    assert form["body"].value.startswith("> Which compiler?")
+    assert "subscribe" not in form.fields  # already a member
+    form["body"] = "GCC 13.\n\n" + form["body"].value
+    answer = form.submit()
+    assert answer.status_int == 303 and answer.location.endswith(THREAD)
+    assert "Your message was sent to the list" in answer.follow().text
+    sent = smtp.wait_for(timeout=10)
+    assert sent.rcpt_tos == [LIST] and sent.mail_from == MEMBER
+    mail = sent.message
+    assert mail["From"] == "Mia Member <mia@example.org>"
+    assert mail["To"] == LIST
+    assert mail["Subject"] == "Re: Build broken"
+    assert mail["In-Reply-To"] == "<second@example.org>"
+    assert mail["References"].split() == ["<root@example.org>", "<second@example.org>"]
+    assert mail["Message-ID"].startswith("<") and mail["Message-ID"].endswith("@localhost>")
+    assert mail["User-Agent"].startswith("kittypyr")
+    assert mail.get_content().startswith("GCC 13.")
+
+
+def test_headers_cannot_be_injected_through_subject_or_name(site, mailman, smtp):
+    mailman.add_user(MEMBER, "Mia\r\nBcc: victim@example.org", roles=[(LIST, "member")])
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"] = "Hello\r\nBcc: victim@example.org\r\n\r\nInjected body"
+    form["body"] = "Real body.\n"
+    form.submit(status=303)
+    sent = smtp.wait_for(timeout=10)
+    assert sent.rcpt_tos == [LIST]
+    mail = sent.message
+    assert mail["Bcc"] is None
+    assert "\n" not in mail["Subject"] and "Injected body" in mail["Subject"]
+    assert mail["In-Reply-To"] is None
+    assert mail.get_content().strip() == "Real body."
+
+
+def test_a_non_member_is_told_what_subscribing_means(site, mailman, smtp):
+    app = TestApp(site)
+    log_in(app, STRANGER)
+    page = app.get(SECOND + "reply")
+    assert "You are not subscribed to this list" in page.text
+    assert "receive the list's mail" in page.text
+    form = page.forms["compose-form"]
+    form["body"] = "Me too.\n"
+    refused = form.submit(status=400)
+    assert "please confirm that you want to subscribe" in refused.text
+    assert smtp.messages == []
+
+
+def test_empty_posts_are_refused_and_the_form_keeps_what_was_typed(site, mailman, smtp):
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"] = "A subject only"
+    form["body"] = "   "
+    page = form.submit(status=400)
+    assert "Your message is empty" in page.text
+    assert page.forms["compose-form"]["subject"].value == "A subject only"
+    assert smtp.messages == []
+
+
+def test_posting_needs_the_form_token(site, mailman, smtp):
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    app.post(f"/list/{LIST}/new", {"subject": "x", "body": "y"}, status=400)
+    assert smtp.messages == []
+
+
+def test_an_unreachable_smtp_server_keeps_the_message_in_the_form(site, mailman, monkeypatch):
+    monkeypatch.setitem(site.registry.settings, "kittypyr.smtp_port", "1")
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"], form["body"] = "Lost?", "Not lost.\n"
+    page = form.submit(status=503)
+    assert "could not be sent" in page.text
+    assert page.forms["compose-form"]["body"].value.strip() == "Not lost."

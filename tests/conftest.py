@@ -36,3 +36,16 @@ def archive(config, zodb):
     yield archive
     transaction.abort()
     connection.close()
+
+
+@pytest.fixture(scope="session")
+def mailman_stack(tmp_path_factory):
+    """kittypyr, a real Mailman core and the site's SMTP server, started once a session."""
+    from tests.mailman_stack import MailmanStack
+
+    stack = MailmanStack(tmp_path_factory.mktemp("mailman-stack"))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()

@@ -84,13 +84,16 @@ class _Handler:
         self.sink = sink
 
     async def handle_DATA(self, server, session, envelope):
-        self.sink._add(
-            ReceivedMessage(
-                mail_from=envelope.mail_from,
-                rcpt_tos=list(envelope.rcpt_tos),
-                data=bytes(envelope.original_content or envelope.content),
-            )
+        received = ReceivedMessage(
+            mail_from=envelope.mail_from,
+            rcpt_tos=list(envelope.rcpt_tos),
+            data=bytes(envelope.original_content or envelope.content),
         )
+        self.sink._add(received)
+        if self.sink.relay is not None:
+            # As a site's MTA would: mail for a list goes on to Mailman.
+            # In a thread, so that Mailman may send mail here meanwhile.
+            threading.Thread(target=self.sink.relay, args=(received,), daemon=True).start()
         return "250 OK"
 
 
@@ -101,8 +104,10 @@ class SMTPSink:
     members would have received.
     """
 
-    def __init__(self):
+    def __init__(self, relay=None):
+        """``relay``: called with each ReceivedMessage, in a thread of its own."""
         self.host = "127.0.0.1"
+        self.relay = relay
         self.port = None
         self._messages = []
         self._condition = threading.Condition()
@@ -412,10 +417,11 @@ class MailmanCore:
 
         return Client(self.rest_url + "/3.1", self.rest_user, self.rest_password)
 
-    def deliver(self, list_address, raw_bytes):
+    def deliver(self, list_address, raw_bytes, sender=None):
         """Post raw_bytes to list_address the way an MTA hands mail over."""
-        headers = email.parser.BytesHeaderParser().parsebytes(raw_bytes)
-        sender = email.utils.parseaddr(headers.get("From", ""))[1]
+        if sender is None:
+            headers = email.parser.BytesHeaderParser().parsebytes(raw_bytes)
+            sender = email.utils.parseaddr(headers.get("From", ""))[1]
         with smtplib.LMTP("127.0.0.1", self.lmtp_port, timeout=30) as lmtp:
             refused = lmtp.sendmail(sender, [list_address], raw_bytes)
         if refused:

@@ -1,109 +1,59 @@
-"""kittypyr as the archiver of a real Mailman core (started by tests/mailman_server.py)."""
+"""kittypyr with a real Mailman core: archiving, accounts, private lists, replying.
+
+The stack (conftest.mailman_stack) runs pserve, Mailman core 3.3.10 with its
+``mailman-hyperkitty`` plugin, and an SMTP server that hands list mail to
+Mailman over LMTP.
+"""
 
 import email
-import subprocess
-import time
-import urllib.request
+import re
+from urllib.parse import unquote
 
 import pytest
 
 from kittypyr.msgid import message_id_hash
-from tests.functional import VENV_BIN, free_port, wait_for_port, write_config
-from tests.mailbuilder import make_message
-from tests.mailman_server import MailmanCore, SMTPSink
+from tests.functional import kittypyr
+from tests.mailbuilder import attachment, make_message, multipart, text_part
+from tests.mailman_stack import SITE_ADMIN, wait_until
 
-KEY = "archiver-key-for-tests"
 DOMAIN = "lists.example.org"
 LIST = f"dev@{DOMAIN}"
+PRIVATE = f"board@{DOMAIN}"
+MODERATED = f"announce@{DOMAIN}"
 MEMBER = "member@example.org"
-
-
-class Kittypyr:
-    """kittypyr served by pserve on a fixed port, which can be stopped and started again."""
-
-    def __init__(self, folder):
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/"
-        self.config = write_config(folder, port=self.port, extra=f"kittypyr.archiver_key = {KEY}")
-        self.log = folder / "kittypyr.log"
-        self.process = None
-
-    def point_at(self, core):
-        """Tell kittypyr where Mailman core's REST API is (known once core has started)."""
-        text = self.config.read_text().replace(
-            f"kittypyr.archiver_key = {KEY}",
-            f"kittypyr.archiver_key = {KEY}\nkittypyr.mailman_url = {core.rest_url}\n"
-            f"kittypyr.mailman_user = {core.rest_user}\nkittypyr.mailman_password = {core.rest_password}",
-        )
-        self.config.write_text(text)
-
-    def start(self):
-        log = open(self.log, "ab")
-        self.process = subprocess.Popen([str(VENV_BIN / "pserve"), str(self.config)], stdout=log, stderr=log)
-        wait_for_port(self.port, process=self.process)
-
-    def stop(self):
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
-            self.process = None
-
-    def get(self, path):
-        try:
-            with urllib.request.urlopen(self.base_url + path.lstrip("/"), timeout=30) as response:
-                return response.status, response.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as error:
-            return error.code, ""
-
-
-def wait_until(predicate, timeout=60, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError("the condition did not come true in time")
+OUTSIDER = "outsider@example.org"
+PASSWORD = "member-password-1"
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("mailman")
-    archive = Kittypyr(folder)
-    archive.start()
-    sink = SMTPSink()
-    sink.start()
-    core = MailmanCore(folder / "core", archive.base_url, KEY, sink.port)
-    core.start()
-    archive.stop()
-    archive.point_at(core)
-    archive.start()
-    try:
-        client = core.client()
-        domain = client.create_domain(DOMAIN)
-        mailing_list = domain.create_list("dev")
-        mailing_list.settings["archive_policy"] = "public"
-        mailing_list.settings["description"] = "Where the developers talk"
-        mailing_list.settings.save()
-        mailing_list.subscribe(MEMBER, "Member", pre_verified=True, pre_confirmed=True, pre_approved=True)
-        yield archive, core, sink
-    finally:
-        core.stop()
-        sink.stop()
-        archive.stop()
+def stack(mailman_stack):
+    public = mailman_stack.create_list(DOMAIN, "dev", archive_policy="public",
+                                       description="Where the developers talk")
+    private = mailman_stack.create_list(DOMAIN, "board", archive_policy="private")
+    moderated = mailman_stack.create_list(DOMAIN, "announce", archive_policy="public",
+                                          default_member_action="hold", default_nonmember_action="hold")
+    mailman_stack.create_user(MEMBER, "Member", PASSWORD, public, private)
+    mailman_stack.create_user(OUTSIDER, "Outsider", PASSWORD, public)
+    mailman_stack.create_user(SITE_ADMIN, "Site Admin", PASSWORD)
+    del moderated
+    return mailman_stack
 
 
-def post(core, n, subject):
+def post(stack, n, subject, to=LIST, body=None, **kw):
     raw = make_message(message_id=f"<mm{n}@example.org>", subject=subject, sender=("Member", MEMBER),
-                       to=LIST, body=f"Posted through Mailman, number {n}.\n")
-    core.deliver(LIST, raw)
-    return f"list/{LIST}/message/{message_id_hash(f'<mm{n}@example.org>')}/"
+                       to=to, body=body or f"Posted through Mailman, number {n}.\n", **kw)
+    stack.core.deliver(to, raw)
+    return f"list/{to}/message/{message_id_hash(f'<mm{n}@example.org>')}/"
+
+
+def archived(stack, path):
+    return wait_until(lambda: (lambda r: r if r[0] == 200 else None)(stack.archive.get(path)))
 
 
 def test_mailman_archives_through_the_plugin_and_links_the_permalink(stack):
-    archive, core, sink = stack
-    path = post(core, 1, "Through the real plugin")
-    status, page = wait_until(lambda: (lambda r: r if r[0] == 200 else None)(archive.get(path)))
+    archive, sink = stack.archive, stack.sink
+    path = post(stack, 1, "Through the real plugin")
+    status, page = archived(stack, path)
     assert "Through the real plugin" in page
     delivered = sink.wait_for(lambda m: MEMBER in m.rcpt_tos and b"Through the real plugin" in m.data,
                               timeout=60)
@@ -115,12 +65,151 @@ def test_mailman_archives_through_the_plugin_and_links_the_permalink(stack):
 
 
 def test_messages_wait_in_mailman_while_kittypyr_is_down(stack):
-    archive, core, sink = stack
+    archive, core = stack.archive, stack.core
     archive.stop()
-    first = post(core, 2, "Sent while the archive was down")
-    wait_until(lambda: core.spool_files(), timeout=60)
-    archive.start()
-    second = post(core, 3, "Sent after it came back")
+    try:
+        first = post(stack, 2, "Sent while the archive was down")
+        wait_until(lambda: core.spool_files(), timeout=60)
+    finally:
+        archive.start()
+    second = post(stack, 3, "Sent after it came back")
     for path in (first, second):
         assert wait_until(lambda p=path: archive.get(p)[0] == 200, timeout=60)
     assert wait_until(lambda: not core.spool_files(), timeout=30)
+
+
+def test_login_with_the_mailman_password(stack):
+    reader = stack.archive.reader()
+    refused = reader.log_in(MEMBER, "not the password")
+    assert refused.status_code == 403 and "not right" in refused.text
+    assert reader.log_in("nobody@example.org", PASSWORD).status_code == 403
+    answer = reader.log_in(MEMBER, PASSWORD)
+    assert answer.status_code == 303
+    assert "Log out" in reader.get("/").text
+    reader.submit("/", "logout")
+    assert "Log in" in reader.get("/").text
+
+
+def test_sign_up_confirm_by_mail_then_log_in(stack):
+    address = "newcomer@example.org"
+    reader = stack.archive.reader()
+    answer = reader.submit("/signup", "signup-form", address=address, display_name="New Comer",
+                           password="newcomer-pass", password_again="newcomer-pass")
+    assert answer.status_code == 200 and "We sent a mail to" in answer.text
+    # Mailman knows the account now, with an address not yet proved.
+    assert not stack.core.client().get_address(address).verified
+    assert "not been confirmed" in reader.log_in(address, "newcomer-pass").text
+    mail = stack.sink.wait_for(lambda m: address in m.rcpt_tos and b"Confirm your address" in m.data,
+                               timeout=30).message
+    link = re.search(r"http://\S+/confirm\?token=\S+", mail.get_content()).group(0)
+    token = unquote(link.split("token=", 1)[1])
+    page = reader.get("/confirm", params={"token": token})
+    assert page.status_code == 200 and address in page.text  # a GET only shows the button
+    assert not stack.core.client().get_address(address).verified
+    confirmed = reader.http.post(stack.archive.base_url + "confirm", data={"token": token}, timeout=30)
+    assert "is confirmed" in confirmed.text
+    assert stack.core.client().get_address(address).verified
+    assert reader.log_in(address, "newcomer-pass").status_code == 303
+    # Signing up twice with one address is refused.
+    again = stack.archive.reader().submit("/signup", "signup-form", address=address, display_name="X",
+                                          password="another-pass", password_again="another-pass")
+    assert again.status_code == 409
+
+
+def test_a_private_list_is_closed_to_all_but_its_members(stack):
+    path = post(stack, 10, "Board secret zanzibarium", to=PRIVATE, body=multipart(
+        "mixed", text_part("The zanzibarium figures.\n"), attachment(b"a,b\n", "text/csv", "figures.csv")))
+    thread = path.replace("/message/", "/thread/")
+    urls = [f"list/{PRIVATE}/", thread, path, path + "raw", path + "attachment/2/figures.csv",
+            f"api/list/{PRIVATE}/", f"api/list/{PRIVATE}/threads/",
+            "api/" + path.replace("/message/", "/email/"), "api/" + thread]
+    member = stack.archive.reader()
+    member.log_in(MEMBER, PASSWORD)
+    wait_until(lambda: member.get(path).status_code == 200)
+    for url in urls:
+        assert member.get(url).status_code == 200, url
+    assert member.get("api/search", params={"q": "zanzibarium"}).json()["count"] == 1
+    admin = stack.archive.reader()
+    admin.log_in(SITE_ADMIN, PASSWORD)
+    assert admin.get(path).status_code == 200
+    outsider = stack.archive.reader()
+    outsider.log_in(OUTSIDER, PASSWORD)
+    anonymous = stack.archive.reader()
+    for reader in (outsider, anonymous):
+        for url in urls:
+            page = reader.get(url)
+            assert page.status_code == 403, url
+            assert "zanzibarium" not in page.text
+        assert "board" not in reader.get("/").text.lower()
+        assert reader.get("api/search", params={"q": "zanzibarium"}).json()["count"] == 0
+
+
+def test_a_reply_from_the_web_goes_through_mailman_into_the_same_thread(stack):
+    parent = post(stack, 20, "Which compiler?")
+    archived(stack, parent)
+    member = stack.archive.reader()
+    member.log_in(MEMBER, PASSWORD)
+    answer = member.submit(parent + "reply", "compose-form", body="GCC 13, from the web.\n")
+    assert answer.status_code == 303
+    sent = stack.sink.wait_for(lambda m: LIST in m.rcpt_tos and b"GCC 13, from the web" in m.data, timeout=30)
+    reply_hash = message_id_hash(sent.message["Message-ID"])
+    reply_path = f"list/{LIST}/message/{reply_hash}/"
+    status, page = archived(stack, reply_path)
+    assert "GCC 13, from the web." in page and "Re: Which compiler?" in page
+    thread = stack.archive.get(parent.replace("/message/", "/thread/"))[1]
+    assert "GCC 13, from the web." in thread
+    # Members received it from Mailman, with its permalink.
+    copy = stack.sink.wait_for(lambda m: OUTSIDER in m.rcpt_tos and b"GCC 13, from the web" in m.data,
+                               timeout=60).message
+    assert "".join(copy["Archived-At"].split()).strip("<>") == stack.archive.base_url + reply_path
+
+
+def test_a_non_member_subscribes_when_replying(stack):
+    address = "joiner@example.org"
+    stack.create_user(address, "Joiner", PASSWORD)
+    parent = post(stack, 30, "Anyone using MIPS?")
+    archived(stack, parent)
+    reader = stack.archive.reader()
+    reader.log_in(address, PASSWORD)
+    form = reader.get(parent + "reply")
+    assert "You are not subscribed to this list" in form.text
+    answer = reader.submit(parent + "reply", "compose-form", body="I do.\n", subscribe="yes")
+    assert answer.status_code == 303
+    members = [m.email for m in stack.core.client().get_list(LIST).members]
+    assert address in members
+    sent = stack.sink.wait_for(lambda m: LIST in m.rcpt_tos and address == m.mail_from, timeout=30)
+    archived(stack, f"list/{LIST}/message/{message_id_hash(sent.message['Message-ID'])}/")
+
+
+def sync(stack):
+    """``kittypyr sync``; the embedded storage is the server's while it runs."""
+    stack.archive.stop()
+    try:
+        return kittypyr("sync", stack.archive.config, check=True)
+    finally:
+        stack.archive.start()
+
+
+def test_a_moderated_list_says_the_post_waits_for_a_moderator(stack):
+    reader = stack.archive.reader()
+    reader.log_in(OUTSIDER, PASSWORD)
+    assert stack.archive.get(f"list/{MODERATED}/")[0] == 404  # no mail yet, no sync yet
+    sync(stack)
+    page = reader.get(f"list/{MODERATED}/new")
+    assert page.status_code == 200
+    assert "wait for their approval" in page.text and 'name="subscribe"' not in page.text
+
+
+def test_sync_brings_lists_owners_and_policies_from_mailman(stack):
+    team = stack.create_list(DOMAIN, "team", archive_policy="public", description="The team")
+    team.add_owner("olga@example.org")
+    stack.create_list(DOMAIN, "quiet", archive_policy="never")
+    result = sync(stack)
+    assert f"created team@{DOMAIN}" in result.stdout and "quiet@" not in result.stdout
+    status, page = stack.archive.get(f"list/team@{DOMAIN}/")
+    assert status == 200 and "The team" in page
+    assert stack.archive.get(f"list/quiet@{DOMAIN}/")[0] == 404
+    # A policy changed in Mailman closes the list after the time-to-live (2 s here).
+    team.settings["archive_policy"] = "private"
+    team.settings.save()
+    assert wait_until(lambda: stack.archive.get(f"list/team@{DOMAIN}/")[0] == 403, timeout=30)

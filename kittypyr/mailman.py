@@ -288,7 +288,7 @@ class ListRefresher:
 
     def refresh_if_stale(self, registry, mailing_list):
         """True when Mailman was asked (and answered) now."""
-        if mailman_client(registry) is None or self.is_fresh(registry, mailing_list):
+        if not registry.settings.get("kittypyr.mailman_url") or self.is_fresh(registry, mailing_list):
             return False
         address = mailing_list.address
         with self.lock:

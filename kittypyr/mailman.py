@@ -106,37 +106,43 @@ def _status(exc):
     return getattr(exc, "code", None) or getattr(getattr(exc, "response", None), "status_code", None)
 
 
+_ANSWERED = object()
+
+
+def _ask(call, *args, answers=None, **kw):
+    """``call(*args, **kw)`` against Mailman's REST API.
+
+    ``answers`` maps an HTTP error status to what to return instead
+    (``_ANSWERED`` for "that status is the answer") or to an exception to
+    raise; any other failure raises MailmanUnavailable.
+    """
+    from urllib.error import HTTPError
+
+    try:
+        return call(*args, **kw)
+    except HTTPError as exc:
+        outcome = (answers or {}).get(_status(exc))
+        if outcome is None:
+            raise MailmanUnavailable(repr(exc)) from exc
+        if isinstance(outcome, Exception):
+            raise outcome from None
+        return outcome
+    except Exception as exc:  # refused connections, timeouts, bad answers alike
+        raise MailmanUnavailable(repr(exc)) from exc
+
+
 def check_login(registry, address, password):
     """``(address, display_name, user_id)`` when Mailman accepts the password.
 
     Mailman's ``users/<id>/login`` answers 204 for the right password and
     403 for a wrong one.
     """
-    from urllib.error import HTTPError
-
     client = _client_or_raise(registry)
-    try:
-        user = client.get_user(address)
-    except HTTPError as exc:
-        if _status(exc) == 404:
-            raise LoginRefused(address) from None
-        raise MailmanUnavailable(repr(exc)) from exc
-    except Exception as exc:
-        raise MailmanUnavailable(repr(exc)) from exc
-    try:
-        client._connection.call(f"users/{user.user_id}/login", {"cleartext_password": password},
-                                method="POST")
-    except HTTPError as exc:
-        if _status(exc) in (401, 403):
-            raise LoginRefused(address) from None
-        raise MailmanUnavailable(repr(exc)) from exc
-    except Exception as exc:
-        raise MailmanUnavailable(repr(exc)) from exc
-    try:
-        verified = client.get_address(address).verified
-    except Exception as exc:
-        raise MailmanUnavailable(repr(exc)) from exc
-    if not verified:
+    refused = LoginRefused(address)
+    user = _ask(client.get_user, address, answers={404: refused})
+    _ask(client._connection.call, f"users/{user.user_id}/login", {"cleartext_password": password},
+         method="POST", answers={401: refused, 403: refused})
+    if not _ask(lambda: client.get_address(address).verified):
         raise AddressNotVerified(address)
     return address, user.display_name or "", str(user.user_id)
 
@@ -147,35 +153,16 @@ class AccountExists(Exception):
 
 def create_account(registry, address, display_name, password):
     """A new Mailman user with an unverified address."""
-    from urllib.error import HTTPError
-
     client = _client_or_raise(registry)
-    try:
-        client.get_address(address)
-    except HTTPError as exc:
-        if _status(exc) != 404:
-            raise MailmanUnavailable(repr(exc)) from exc
-    except Exception as exc:
-        raise MailmanUnavailable(repr(exc)) from exc
-    else:
+    if _ask(client.get_address, address, answers={404: _ANSWERED}) is not _ANSWERED:
         raise AccountExists(address)
-    try:
-        client.create_user(address, password, display_name)
-    except HTTPError as exc:
-        if _status(exc) == 400:
-            raise AccountExists(address) from None
-        raise MailmanUnavailable(repr(exc)) from exc
-    except Exception as exc:
-        raise MailmanUnavailable(repr(exc)) from exc
+    _ask(client.create_user, address, password, display_name, answers={400: AccountExists(address)})
 
 
 def verify_address(registry, address):
     """Mark ``address`` as verified in Mailman: it has proved it receives mail."""
     client = _client_or_raise(registry)
-    try:
-        client.get_address(address).verify()
-    except Exception as exc:
-        raise MailmanUnavailable(repr(exc)) from exc
+    _ask(lambda: client.get_address(address).verify())
 
 
 def _list_details(mailing_list):

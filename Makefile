@@ -43,7 +43,7 @@ robustness: install
 	$(BIN)/python bench/robustness.py $(or $(CORPORA),$(wildcard ../shared/corpora/*.mbox.gz ../shared/corpora/pipermail/*.tar.gz))
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(MAILMAN_VENV) build *.egg-info
 
 # The Mailman integration tests run a real Mailman core, whose dependency pins
 # clash with the archive's own, so it lives in a virtualenv of its own.

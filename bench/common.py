@@ -1,7 +1,9 @@
 """Shared set-up for the benchmarks: a fresh FileStorage with kittypyr's catalog."""
 
+import contextlib
 import os
 import resource
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,6 +19,8 @@ class FreshArchive:
     """An archive in a new temporary FileStorage, with the catalog subscribers active."""
 
     def __init__(self, folder=None, cache_size=20000):
+        # A folder made here is removed by close(); one given is kept.
+        self.temporary = folder is None
         self.folder = Path(folder or tempfile.mkdtemp(prefix="kittypyr-bench-"))
         self.data_fs = self.folder / "Data.fs"
         self.blobs = self.folder / "blobs"
@@ -37,6 +41,8 @@ class FreshArchive:
         self.connection.close()
         self.db.close()
         self.config.end()
+        if self.temporary:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def storage_bytes(self):
         """(Data.fs bytes, blob bytes as stored, blob bytes on disk)."""
@@ -68,3 +74,35 @@ def raw_mail_bytes(report_paths):
     from kittypyr.mailboxes import read_mail
 
     return sum(len(m.raw) for path in report_paths for m in read_mail(path))
+
+
+@contextlib.contextmanager
+def served_archive(data, corpus, list_address, prefix, before_serving=None):
+    """An archive of ``corpus`` in ``data`` (imported unless already there), served by pserve.
+
+    Yields ``(config, port, server process, what before_serving(config) returned)``.
+    ``before_serving`` runs while no server holds the storage (it is locked
+    while a process has it open).
+    """
+    import subprocess
+
+    from tests.functional import VENV_BIN, free_port, kittypyr, wait_for_port, write_config
+
+    folder = Path(data or tempfile.mkdtemp(prefix=prefix))
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config = write_config(folder, port=port)
+    if not (folder / "var" / "Data.fs").exists():
+        print(f"importing {corpus} ...", flush=True)
+        kittypyr("import", config, list_address, corpus, "--quiet", check=True, timeout=3600)
+    prepared = before_serving(config) if before_serving is not None else None
+    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout=300, process=server)
+        yield config, port, server, prepared
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    if not data:
+        print(f"(archive left in {folder}; pass --data {folder} to reuse it)")

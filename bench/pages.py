@@ -15,14 +15,15 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.functional import VENV_BIN, free_port, kittypyr, wait_for_port, write_config  # noqa: E402
+sys.path.insert(0, str(HERE))
+
+from common import served_archive  # noqa: E402
 
 LIST = "bench@lists.example.org"
 
@@ -87,32 +88,17 @@ def main():
         print(json.dumps(pick_urls(args.pick)))
         return
 
-    folder = Path(args.data or tempfile.mkdtemp(prefix="kittypyr-pages-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    config = write_config(folder, port=port)
-    if not (folder / "var" / "Data.fs").exists():
-        print(f"importing {args.corpus} ...", flush=True)
-        kittypyr("import", config, LIST, args.corpus, "--quiet", check=True, timeout=3600)
-    # Chosen in a child process: the storage is locked while a process has it open.
-    urls = json.loads(subprocess.run([sys.executable, __file__, "--pick", str(config)], check=True,
-                                     capture_output=True, text=True).stdout)
+    def choose_urls(config):
+        # In a child process: the storage is locked while a process has it open.
+        return json.loads(subprocess.run([sys.executable, __file__, "--pick", str(config)], check=True,
+                                         capture_output=True, text=True).stdout)
 
-    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, process=server)
+    with served_archive(args.data, args.corpus, LIST, "kittypyr-pages-", choose_urls) as (_, port, server, urls):
         print(f"{'page':45} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}")
         for name, url in urls.items():
             cold, p50, p95 = measure(port, url, args.requests)
             print(f"{name:45} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
         print(f"server RSS after the run: {rss_mb(server.pid):.0f} MB")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    if not args.data:
-        print(f"(archive left in {folder}; pass --data {folder} to reuse it)")
-
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONWARNINGS", "ignore")

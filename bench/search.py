@@ -13,7 +13,6 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 from pathlib import Path
 
@@ -21,9 +20,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from common import served_archive  # noqa: E402
 from pages import LIST, measure, rss_mb  # noqa: E402
-
-from tests.functional import VENV_BIN, free_port, kittypyr, wait_for_port, write_config  # noqa: E402
 
 QUERIES = {
     "common word": "kernel",
@@ -78,27 +76,13 @@ def main():
         print(json.dumps(catalog_size(args.size_of)))
         return
 
-    folder = Path(args.data or tempfile.mkdtemp(prefix="kittypyr-search-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    config = write_config(folder, port=port)
-    if not (folder / "var" / "Data.fs").exists():
-        print(f"importing {args.corpus} ...", flush=True)
-        kittypyr("import", config, LIST, args.corpus, "--quiet", check=True, timeout=3600)
-
-    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, timeout=300, process=server)
+    with served_archive(args.data, args.corpus, LIST, "kittypyr-search-") as (config, port, server, _):
         print(f"{'query':20} {'q':32} {'hits':>6} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}")
         for name, query in QUERIES.items():
             url = "/search?" + urllib.parse.urlencode({"q": query, "mlist": LIST})
             cold, p50, p95 = measure(port, url, args.requests)
             print(f"{name:20} {query:32} {hits(port, query):6d} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
         print(f"server RSS after the run: {rss_mb(server.pid):.0f} MB")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
     sizes = json.loads(subprocess.run([sys.executable, __file__, "--size-of", str(config)], check=True,
                                       capture_output=True, text=True).stdout)

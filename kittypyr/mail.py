@@ -26,6 +26,7 @@ from email.message import Message
 from email.policy import compat32
 
 from kittypyr.msgid import normalize_message_id
+from kittypyr.patches import PATCH_HEADERS, PATCH_START
 
 __all__ = [
     "ParsedAttachment",
@@ -930,33 +931,10 @@ def _walk_body(msg, top_fields, hint, notes):
 # The text that goes to the full-text index
 # ---------------------------------------------------------------------------
 
-_PATCH_START = ("diff ", "--- a/", "Index: ", "@@ ")
-_PATCH_FIRST = frozenset("d-I@")
+_PATCH_FIRST = frozenset(start[0] for start in PATCH_START)
 _BLANKS = frozenset(" \t\f\v")
-_PATCH_CONTINUE = (
-    "+",
-    "-",
-    " ",
-    "@@",
-    "\\",
-    "diff",
-    "index ",
-    "---",
-    "+++",
-    "====",
-    "new file mode",
-    "deleted file mode",
-    "old mode",
-    "new mode",
-    "similarity index",
-    "dissimilarity index",
-    "rename from",
-    "rename to",
-    "copy from",
-    "copy to",
-    "Binary files",
-    "GIT binary patch",
-)
+# Inside a patch: hunk lines, hunk headers and file headers.
+_PATCH_CONTINUE = ("+", "-", " ", "@@", *PATCH_HEADERS)
 _ATTRIBUTION = re.compile(
     r"\b(wrote|writes|written|said|says|schrieb|scripsit|escribi[oó]|escreveu|skrev|"
     r"kirjoitti|napisa[lł]|пишет|написал|написала|[ée]crit|ha scritto|heeft geschreven)\b"
@@ -1003,7 +981,7 @@ def searchable_text(body_text):
                 continue
             in_patch = False
         first = line[:1]
-        if first in _PATCH_FIRST and line.startswith(_PATCH_START):
+        if first in _PATCH_FIRST and line.startswith(PATCH_START):
             in_patch = True
             in_quote = False
             continue

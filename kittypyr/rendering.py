@@ -14,6 +14,8 @@ from html import escape as _html_escape
 
 from markupsafe import Markup
 
+from kittypyr.patches import PATCH_HEADERS, PATCH_START
+
 __all__ = ["obfuscate_address", "render_body"]
 
 # Quote runs longer than this fold behind a <details> element.
@@ -40,29 +42,6 @@ _QUOTE_PREFIX = re.compile(r"[ >]*")
 
 _SIGNATURE_DELIMITER = "-- "
 
-_PATCH_START = ("diff ", "Index: ", "--- a/", "@@ ")
-# Lines that belong to a patch without being part of a hunk's body: file
-# headers (git, svn, plain diff -u) and the "\ No newline" marker.
-_PATCH_HEADERS = (
-    "diff",
-    "index ",
-    "Index: ",
-    "---",
-    "+++",
-    "===",
-    "new file mode",
-    "deleted file mode",
-    "old mode",
-    "new mode",
-    "similarity index",
-    "dissimilarity index",
-    "rename from",
-    "rename to",
-    "copy from",
-    "copy to",
-    "Binary files ",
-    "\\",
-)
 _HUNK_HEADER = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
@@ -178,7 +157,7 @@ def render_body(text):
         if line == _SIGNATURE_DELIMITER:
             signature = lines[index:]
             break
-        if line.startswith(_PATCH_START):
+        if line.startswith(PATCH_START):
             patch = _Patch()
             patch.feed(line)
             continue
@@ -374,7 +353,7 @@ class _Patch:
                 self.counted = False
             lines.append(("hunk", line))
             return True
-        if line.startswith(_PATCH_HEADERS):
+        if line.startswith(PATCH_HEADERS):
             if line.startswith("+++"):
                 self.confirmed = True
             lines.append((None, line))

@@ -158,6 +158,17 @@ def delete_sender(archive, sender, actor, reason="", mailing_list=None, registry
 # --- re-threading -----------------------------------------------------------
 
 
+def reattach_refusal(thread, target):
+    """Why ``thread`` cannot be attached below ``target`` (a Message or None), or None if it can."""
+    if target is None:
+        return "No message of this list has that address or hash."
+    if target.mailing_list is not thread.mailing_list:
+        return "A thread can only be attached to a message of the same list."
+    if target.thread == thread.__name__:
+        return "That message is in this very thread."
+    return None
+
+
 def reattach_thread(thread, target, actor, reason="", registry=None):
     """Hang every first message of ``thread`` (with its replies) below ``target``.
 
@@ -165,11 +176,10 @@ def reattach_thread(thread, target, actor, reason="", registry=None):
     thread's key becomes an alias of ``target``'s thread (its URL answers
     301 there). Returns the AuditEntry.
     """
+    refusal = reattach_refusal(thread, target)
+    if refusal is not None:
+        raise ModerationRefused(refusal)
     mailing_list = thread.mailing_list
-    if target.mailing_list is not mailing_list:
-        raise ModerationRefused("A thread can only be attached to a message of the same list.")
-    if target.thread == thread.__name__:
-        raise ModerationRefused("That message is in this very thread.")
     key = thread.__name__
     target_thread = mailing_list.threads.data[target.thread]
     messages = mailing_list.messages
@@ -184,20 +194,30 @@ def reattach_thread(thread, target, actor, reason="", registry=None):
     return _log(mailing_list, REATTACH_THREAD, actor, summary, reason, moved, (key, target_thread.__name__))
 
 
+def split_refusal(message):
+    """Why the thread cannot be split at ``message``, or None if it can."""
+    threads = message.mailing_list.threads
+    thread = threads.data[message.thread]
+    is_root = message.parent not in thread.members
+    if is_root and len(thread.children.get(ROOTS, ())) == 1:
+        return "This message starts its thread already: there is nothing to split off."
+    if message.__name__ in threads.data:
+        return "A thread is already named after this message; split at another one."
+    return None
+
+
 def split_thread(message, actor, reason="", registry=None):
     """Make ``message`` and its replies a thread of their own, keyed by its hash.
 
     Returns the AuditEntry; ``entry.threads[1]`` is the new thread's key.
     """
+    refusal = split_refusal(message)
+    if refusal is not None:
+        raise ModerationRefused(refusal)
     mailing_list = message.mailing_list
     threads = mailing_list.threads
     name = message.__name__
     thread = threads.data[message.thread]
-    is_root = message.parent not in thread.members
-    if is_root and len(thread.children.get(ROOTS, ())) == 1:
-        raise ModerationRefused("This message starts its thread already: there is nothing to split off.")
-    if name in threads.data:
-        raise ModerationRefused("A thread is already named after this message; split at another one.")
     old_key = thread.__name__
     old_start = thread.date_started
     moved = thread.take_subtree(name)

@@ -208,6 +208,11 @@ def test_pack_removes_deleted_mail_from_the_storage_files(tmp_path, config):
     # The rest of the archive is intact.
     figures_now = info(config, LIST)
     assert figures_now["messages"] == 10 and figures_now["attachments"] == 0
+    # Importing the same mailbox again does not bring the deleted message back.
+    again = kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    assert "read 11, archived 0, duplicates 10, skipped 1, failed 0" in again.stdout
+    assert "deleted from the archive by its administrators" in again.stdout
+    assert info(config, LIST)["messages"] == 10
 
 
 def test_pack_leaves_no_old_copy_of_a_filestorage_with_its_own_blobs(zodb, tmp_path):

@@ -167,7 +167,8 @@ class ThreadModeration:
     def _selected(self, params):
         members = self.context.members
         chosen = set(name for name in params.getall("m") if name in members)
-        return [entry for entry in self._all() if entry["message"].__name__ in chosen]
+        # In reading order, not indented: a selection is not a tree.
+        return [dict(entry, depth=0) for entry in self._all() if entry["message"].__name__ in chosen]
 
     @view_config(name="delete-selected", request_method="GET", renderer=CONFIRM)
     def confirm_delete_selected(self):

@@ -265,7 +265,7 @@ def test_deleting_one_message(site, mailman, who):
     assert search_count(reader, "from:bob") == 2  # message 4, and 30 in users
     assert overview_counts(reader) == ["7 messages", "3 threads"]
     assert top_posters(reader) == ["Ada", "Carl", "Bob"]
-    bob = [li for li in reader.get(f"/list/{DEV}/").html.select("section.posters li") if "Bob" in li.text][0]
+    bob = next(li for li in reader.get(f"/list/{DEV}/").html.select("section.posters li") if "Bob" in li.text)
     assert "1 messages" in bob.text
     assert "7 messages" in reader.get("/").html.select_one("ul.lists li").text
 
@@ -532,7 +532,7 @@ def test_mailman_resending_a_deleted_message_does_not_bring_it_back(tmp_path, ma
         assert post(reader, raw, mlist=DEV).json == {"url": url}
         reader.get(message_url(1), status=410)
         assert search_count(reader, SECRET) == 0
-        assert reader.get("/api/mailman/urls", {"mlist": DEV, "msgid": f"<adm1@example.org>"},
+        assert reader.get("/api/mailman/urls", {"mlist": DEV, "msgid": "<adm1@example.org>"},
                           headers=AUTH).json == {"url": url}
     finally:
         app.registry._zodb_databases[""].close()

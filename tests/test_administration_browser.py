@@ -12,7 +12,7 @@ from tests.test_browser import ARTIFACTS, page  # noqa: F401 (fixture)
 
 
 @pytest.fixture
-def server(site, monkeypatch):
+def server(site, monkeypatch):  # noqa: F811 (the imported fixture)
     fake = FakeMailman(monkeypatch)
     fake.add_user(ADMIN, "Ada Admin")
     running = StopableWSGIServer.create(site)
@@ -22,7 +22,7 @@ def server(site, monkeypatch):
         running.shutdown()
 
 
-def test_an_administrator_deletes_two_ticked_messages(server, page):
+def test_an_administrator_deletes_two_ticked_messages(server, page):  # noqa: F811 (the imported fixture)
     errors = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))

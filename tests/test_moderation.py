@@ -151,7 +151,7 @@ def test_a_thread_deleted_whole_answers_gone(archive, dev):
     assert isinstance(dev.messages[h(11)], DeletedMessage)
     assert dev.messages[h(11)].thread() is None
     assert count(archive, Eq("thread", h(10))) == 0
-    assert [key for _, key in activity_of(dev).thread_starts.keys()] == [h(0), h(20)]
+    assert [key for _, key in activity_of(dev).thread_starts] == [h(0), h(20)]
 
 
 def test_deleting_nothing_is_refused(archive, dev):
@@ -210,7 +210,7 @@ def test_reattaching_a_thread_keeps_message_urls_and_leaves_an_alias(archive, de
     assert isinstance(alias, ThreadAlias) and alias.target is thread
     assert count(archive, Eq("thread", h(0))) == 8  # 7 messages and the thread
     assert dict(activity_of(dev).busiest_threads(DAY)) == {h(0): 7, h(20): 1}
-    assert [key for _, key in activity_of(dev).thread_starts.keys()] == [h(0), h(20)]
+    assert [key for _, key in activity_of(dev).thread_starts] == [h(0), h(20)]
 
     with pytest.raises(moderation.ModerationRefused):
         moderation.reattach_thread(thread, dev.messages[h(2)], ADMIN)

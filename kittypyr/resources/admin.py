@@ -8,9 +8,9 @@ the Archive, out of traversal's reach like the catalog.
 
 from datetime import datetime, timezone
 
+from BTrees.Length import Length
 from BTrees.LLBTree import LLTreeSet
 from BTrees.LOBTree import LOBTree
-from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 

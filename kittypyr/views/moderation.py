@@ -78,8 +78,8 @@ class MessageModeration:
     def confirm_delete(self):
         message = self.context
         replies = len(message.mailing_list.threads.data[message.thread].children.get(message.__name__, ()))
-        notes = ["Its text, its original and its attachments leave the archive, the search and the "
-                 "statistics. Its address will answer “410 Gone”."]
+        notes = [("Its text, its original and its attachments leave the archive, the search and the "
+                 "statistics. Its address will answer “410 Gone”.")]
         if replies:
             notes.append(("Its reply stays" if replies == 1 else f"Its {replies} replies stay")
                          + " in the thread, below the message it answered.")
@@ -103,8 +103,8 @@ class MessageModeration:
             self.request, "Make a new thread of this message and its replies?",
             self.request.resource_url(message, "split"), "Split the thread",
             [item(m, depth) for m, depth in moving],
-            [f"These {moderation.plural(len(moving), 'message')} leave “{thread.subject or '(no subject)'}” "
-             "and become a thread of their own. Every message keeps its address."],
+            [(f"These {moderation.plural(len(moving), 'message')} leave “{thread.subject or '(no subject)'}” "
+             "and become a thread of their own. Every message keeps its address.")],
             error=refusal, back=self.request.resource_url(message), status=409 if refusal else 200)
 
     @view_config(name="split", request_method="POST")
@@ -153,9 +153,9 @@ class ThreadModeration:
         return confirmation(
             self.request, "Delete this whole thread?", self.request.resource_url(thread, "delete"),
             "Delete the thread", self._all(),
-            [f"All {moderation.plural(len(thread), 'message')} of “{thread.subject or '(no subject)'}” leave "
+            [(f"All {moderation.plural(len(thread), 'message')} of “{thread.subject or '(no subject)'}” leave "
              "the archive, the search and the statistics. The thread's address and theirs will answer "
-             "“410 Gone”."],
+             "“410 Gone”.")],
             back=self.request.resource_url(thread))
 
     @view_config(name="delete", request_method="POST")
@@ -166,7 +166,7 @@ class ThreadModeration:
 
     def _selected(self, params):
         members = self.context.members
-        chosen = set(name for name in params.getall("m") if name in members)
+        chosen = {name for name in params.getall("m") if name in members}
         # In reading order, not indented: a selection is not a tree.
         return [dict(entry, depth=0) for entry in self._all() if entry["message"].__name__ in chosen]
 
@@ -175,10 +175,10 @@ class ThreadModeration:
         thread = self.context
         chosen = self._selected(self.request.GET)
         error = None if chosen else "No message of this thread was selected. Tick the messages to delete first."
-        notes = [f"{moderation.plural(len(chosen), 'message')} of “{thread.subject or '(no subject)'}” leave "
+        notes = [(f"{moderation.plural(len(chosen), 'message')} of “{thread.subject or '(no subject)'}” leave "
                  "the archive, the search and the statistics; their addresses will answer “410 Gone”. "
                  "Their replies stay in the thread, below the message they answered, and the thread "
-                 "keeps its address."]
+                 "keeps its address.")]
         return confirmation(
             self.request, "Delete the selected messages?", self.request.resource_url(thread, "delete-selected"),
             "Delete these messages", chosen, notes, [("m", e["message"].__name__) for e in chosen],
@@ -212,10 +212,10 @@ class ThreadModeration:
         values = confirmation(
             self.request, "Attach this thread below another message?",
             self.request.resource_url(thread, "reattach"), "Attach the thread", self._all(),
-            [f"These {moderation.plural(len(thread), 'message')} move below “{target.subject or '(no subject)'}” "
+            [(f"These {moderation.plural(len(thread), 'message')} move below “{target.subject or '(no subject)'}” "
              f"by {display_name(target.sender_name, target.sender_address)} ({format_date(target.date)}) in "
              f"the thread “{target_thread.subject or '(no subject)'}”. Every message keeps its address; the "
-             "address of this thread will lead there."],
+             "address of this thread will lead there.")],
             [("target", target.__name__)], back=self.request.resource_url(thread))
         return render_to_response(CONFIRM, values, request=self.request, response=self.request.response)
 
@@ -246,9 +246,9 @@ def _sender_confirmation(request, archive, mailing_list, action_url, back):
         return confirmation(request, f"Delete every message from {sender}", None, None,
                             error=f"There is no message from {sender} in {where}.", back=back)
     lists = {m.mailing_list.address for m in found}
-    notes = [f"All {moderation.plural(len(found), 'message')} from {sender} in {where} "
+    notes = [(f"All {moderation.plural(len(found), 'message')} from {sender} in {where} "
              f"({moderation.plural(len(lists), 'list')}) leave the archive, the search and the statistics; "
-             "their addresses will answer “410 Gone”. Replies to them stay in their threads."]
+             "their addresses will answer “410 Gone”. Replies to them stay in their threads.")]
     return confirmation(request, f"Delete every message from {sender}?", action_url,
                         f"Delete {moderation.plural(len(found), 'message')}",
                         [item(m, with_list=mailing_list is None) for m in found], notes,

@@ -536,3 +536,45 @@ def test_mailman_resending_a_deleted_message_does_not_bring_it_back(tmp_path, ma
                           headers=AUTH).json == {"url": url}
     finally:
         app.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("who", MODERATORS)
+def test_each_list_administrator_may_do_each_operation(site, mailman, who):
+    app = browser(site, who)
+    reader = TestApp(site)
+
+    def confirm_and_submit(url, **params):
+        confirm = app.get(url, params)
+        assert confirm.status_int == 200 and confirm.html.select("ol.affected li"), url
+        return confirm.forms["moderate-form"].submit(status=303)
+
+    confirm_and_submit(f"{message_url(1)}split")
+    assert len(reader.get(f"/list/{DEV}/thread/{h(1)}/").html.select("article.message")) == 3
+    confirm_and_submit(f"/list/{DEV}/thread/{h(10)}/reattach", target=h(3))
+    reader.get(f"/list/{DEV}/thread/{h(10)}/", status=301)
+    confirm_and_submit(f"/list/{DEV}/thread/{h(1)}/delete-selected", m=[h(2), h(11)])
+    confirm_and_submit(f"{message_url(4)}delete")
+    confirm_and_submit(f"/list/{DEV}/admin/delete-sender", address=CARL[1])
+    confirm_and_submit(f"{THREAD}delete")
+    for n in (0, 2, 3, 4, 11):
+        reader.get(message_url(n), status=410)
+    assert [a["id"] for a in reader.get(f"/list/{DEV}/thread/{h(1)}/").html.select("article.message")] == [
+        f"m-{h(1)}", f"m-{h(10)}"]
+    assert overview_counts(reader) == ["3 messages", "2 threads"]
+    rows = app.get(f"/list/{DEV}/admin/log").html.select("table.audit tbody tr")
+    assert [row["class"][0] for row in rows] == [
+        "delete-thread", "delete-sender", "delete-messages", "delete-messages", "reattach-thread", "split-thread"]
+    assert {row.select_one("td.who .name").text for row in rows} == {mailman.names[who]}
+
+
+def test_a_private_list_keeps_its_deleted_messages_as_closed_as_the_rest(site, mailman):
+    with prepare(registry=site.registry) as env:
+        env["root"].lists[DEV].archive_policy = "private"
+        transaction.commit()
+    browser(site, OWNER).get(f"{message_url(1)}delete").forms["moderate-form"].submit(status=303)
+    for who in (ANONYMOUS, OTHER_OWNER):
+        app = browser(site, who)
+        for url in (message_url(1), f"{message_url(1)}raw", f"/api/list/{DEV}/email/{h(1)}/"):
+            assert "deleted" not in app.get(url, status=403).text
+    member = browser(site, MEMBER)
+    assert member.get(message_url(1), status=410).html.select_one("a.thread")["href"].endswith(THREAD)

@@ -9,11 +9,23 @@ References (last to first). When a message names an ancestor that is not
 archived yet, it waits for it in ``mailing_list.waiting_for_parent``; when
 that ancestor arrives the waiting messages (and their sub-threads) move
 below it, and a thread emptied that way leaves its key behind as an alias.
+
+A message deleted by an administrator stays deleted: mail arriving again
+under its Message-ID hash (Mailman resending it, a re-import) is skipped,
+and a reply to it hangs below its nearest surviving ancestor.
 """
 
 import logging
 
-from kittypyr.events import MessageArchived, ObjectAdded, ObjectModified, ThreadMerged, notify
+from kittypyr.events import (
+    MessageArchived,
+    MessageMoved,
+    ObjectAdded,
+    ObjectModified,
+    ThreadMerged,
+    ThreadRestarted,
+    notify,
+)
 from kittypyr.mail import parse_message
 from kittypyr.msgid import message_id_hash
 from kittypyr.resources import MailingList, Message, Thread
@@ -28,13 +40,21 @@ DUPLICATE = "duplicate"
 SKIPPED = "skipped"
 
 
-class StoreResult:
-    """What ``store_parsed`` did: ``outcome`` and the message concerned."""
+DELETED_REASON = "deleted from the archive by its administrators"
 
-    def __init__(self, outcome, message=None, reason=""):
+
+class StoreResult:
+    """What ``store_parsed`` did: ``outcome`` and the message concerned.
+
+    ``gone`` is the hash of the deleted message that the mail would have
+    been stored as (then ``outcome`` is SKIPPED).
+    """
+
+    def __init__(self, outcome, message=None, reason="", gone=None):
         self.outcome = outcome
         self.message = message
         self.reason = reason
+        self.gone = gone
 
     def __repr__(self):
         return f"<StoreResult {self.outcome} {self.reason}>"
@@ -45,7 +65,8 @@ def archive_message(mailing_list, raw_bytes, envelope_date=None, registry=None):
 
     Returns the stored ``Message``, or the one already archived under the
     same Message-ID with the same content; returns None when the message
-    asks not to be archived (``X-No-Archive: yes``). Raises
+    asks not to be archived (``X-No-Archive: yes``) or was deleted from the
+    archive. Raises
     ``kittypyr.mail.UnparseableMessage`` for bytes that are not mail.
     """
     parsed = parse_message(raw_bytes, envelope_date=envelope_date)
@@ -70,7 +91,7 @@ def _storage_id(messages, parsed, hash_of=message_id_hash):
 
     A different message that reuses an archived Message-ID is kept under an
     id derived from its content, so neither is lost and a re-import of
-    either stays idempotent.
+    either stays idempotent. Returns ``(message_id, existing message)``.
     """
     message_id = parsed.message_id
     existing = messages.get(hash_of(message_id))
@@ -85,12 +106,34 @@ def _storage_id(messages, parsed, hash_of=message_id_hash):
     return derived, None
 
 
+def _deleted_hash(messages, parsed, hash_of=message_id_hash):
+    """The hash ``parsed`` was deleted under, or None.
+
+    Whatever the content: once an administrator deleted a Message-ID, mail
+    under it (a resent copy, an edited copy, a re-import) is not archived.
+    """
+    tombstones = messages.tombstones
+    name = hash_of(parsed.message_id)
+    if name in tombstones:
+        return name
+    if name in messages:
+        # That id is taken by a live message; a different one reusing it
+        # would be kept under its derived id, which may have been deleted.
+        derived = message_id_hash(f"{parsed.message_id}#{parsed.fingerprint[:16]}")
+        if derived in tombstones:
+            return derived
+    return None
+
+
 def store_parsed(mailing_list, parsed, registry=None):
     """Store a ``kittypyr.mail.ParsedMail``; return a ``StoreResult``."""
     if parsed.no_archive:
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
     messages = mailing_list.messages
     hash_of = _hasher(parsed)
+    gone = _deleted_hash(messages, parsed, hash_of)
+    if gone is not None:
+        return StoreResult(SKIPPED, reason=DELETED_REASON, gone=gone)
     message_id, existing = _storage_id(messages, parsed, hash_of)
     if message_id is None:
         return StoreResult(DUPLICATE, existing)
@@ -162,6 +205,12 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
     for candidate_id in _candidate_parents(message):
         candidate_name = hash_of(candidate_id)
         candidate = messages.get(candidate_name)
+        if candidate is None and candidate_name in messages.tombstones:
+            # Deleted: it will never arrive. Its replies hang below what is left above it.
+            candidate = surviving_ancestor(messages, candidate_name)
+            if candidate is None:
+                continue
+            candidate_name = candidate.__name__
         if candidate is None:
             waiters = waiting.get(candidate_name, ())
             if name not in waiters:
@@ -172,6 +221,38 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
             continue
         return candidate
     return None
+
+
+def surviving_ancestor(messages, name):
+    """The nearest live message above the deleted message ``name``, or None."""
+    seen = set()
+    tombstones = messages.tombstones
+    while name is not None and name not in seen:
+        seen.add(name)
+        live = messages.get(name)
+        if live is not None:
+            return live
+        tombstone = tombstones.get(name)
+        name = tombstone.parent if tombstone is not None else None
+    return None
+
+
+def stop_waiting(mailing_list, message):
+    """Take ``message`` off the waiting lists of ancestors not archived yet.
+
+    For a message an administrator placed (or deleted): an ancestor that
+    arrives later must not move it again.
+    """
+    waiting = mailing_list.waiting_for_parent
+    for candidate_id in _candidate_parents(message):
+        candidate_name = message_id_hash(candidate_id)
+        waiters = waiting.get(candidate_name)
+        if waiters is not None and message.__name__ in waiters:
+            remaining = tuple(w for w in waiters if w != message.__name__)
+            if remaining:
+                waiting[candidate_name] = remaining
+            else:
+                del waiting[candidate_name]
 
 
 def _adopt_waiting(mailing_list, newcomer, registry):
@@ -190,22 +271,48 @@ def _adopt_waiting(mailing_list, newcomer, registry):
 def _reparent(mailing_list, message, new_parent, registry):
     """Hang ``message`` and its sub-thread below ``new_parent``."""
     threads = mailing_list.threads
-    old_thread = threads[message.thread]
     new_thread = threads[new_parent.thread]
+    move_subtree(mailing_list, message, new_parent.__name__, new_thread, registry)
+
+
+def move_subtree(mailing_list, message, new_parent_name, new_thread, registry=None):
+    """Hang ``message`` and its sub-thread below ``new_parent_name`` in ``new_thread``.
+
+    ``new_parent_name`` None makes ``message`` a first message of
+    ``new_thread``. A thread emptied by the move is removed and its key
+    left behind as an alias of ``new_thread``. Notifies what changed.
+    """
+    threads = mailing_list.threads
+    old_thread = threads.data[message.thread]
+    old_key = old_thread.__name__
+    old_start = old_thread.date_started
+    new_start = new_thread.date_started
     moved = old_thread.take_subtree(message.__name__)
-    message.parent = new_parent.__name__
+    message.parent = new_parent_name
     for node in moved:
         node.thread = new_thread.__name__
         new_thread.add_message(node)
         notify(ObjectModified(node, indexes=("thread",)), registry)
+        if old_thread is not new_thread:
+            notify(MessageMoved(node, old_key), registry)
+    note_restart(new_thread, new_start, registry)
     notify(ObjectModified(new_thread), registry)
+    if old_thread is new_thread:
+        return moved
+    note_restart(old_thread, old_start, registry)
     if len(old_thread) == 0:
-        old_key = old_thread.__name__
         threads.remove(old_key)
         threads.aliases[old_key] = new_thread.__name__
         notify(ThreadMerged(new_thread, old_key), registry)
-    elif old_thread is not new_thread:
+    else:
         notify(ObjectModified(old_thread), registry)
+    return moved
+
+
+def note_restart(thread, old_start, registry=None):
+    """Notify ``ThreadRestarted`` if ``thread`` no longer starts at ``old_start``."""
+    if thread.date_started != old_start:
+        notify(ThreadRestarted(thread, old_start), registry)
 
 
 def ensure_mailing_list(archive, address, display_name="", description=""):

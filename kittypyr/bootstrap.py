@@ -1,13 +1,14 @@
 """Finding the archive in the ZODB, and creating or upgrading it."""
 
+from BTrees.OOBTree import OOBTree
 from pyramid_zodbconn import get_connection
 
 from kittypyr.catalog import catalog_is_in_sync, sync_catalog
 from kittypyr.resources import Archive
+from kittypyr.resources.admin import AuditLog
 from kittypyr.resources.archive import new_quarantine
 
 ROOT_KEY = "kittypyr"
-
 
 
 def add_quarantine(archive):
@@ -16,9 +17,19 @@ def add_quarantine(archive):
         archive.quarantine = new_quarantine(archive)
 
 
+def add_deletion_records(archive):
+    """Version 2: an audit log, and tombstones for deleted messages and threads."""
+    if getattr(archive, "audit_log", None) is None:
+        archive.audit_log = AuditLog()
+    for mailing_list in archive.lists.values():
+        for container in (mailing_list.messages, mailing_list.threads):
+            if getattr(container, "tombstones", None) is None:
+                container.tombstones = OOBTree()
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
-EVOLVE_STEPS = [add_quarantine]
+EVOLVE_STEPS = [add_quarantine, add_deletion_records]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -6,11 +6,15 @@ Each command loads the application from CONFIG (an .ini file, as for
 
 import argparse
 import json
+import os
 import sys
 
 import transaction
 from pyramid.paster import bootstrap, setup_logging
+from pyramid_zodbconn import get_connection
 from repoze.catalog.query import Eq
+from zc.lockfile import LockError
+from ZODB.FileStorage import FileStorage
 
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
@@ -64,6 +68,43 @@ def command_sync(args):
     for address in created:
         print(f"created {address}")
     print(f"{len(created)} lists created, {len(updated)} updated from Mailman")
+    return 0
+
+
+def pack_storage(db, days=0):
+    """Pack ``db``, keeping ``days`` of history; return its size before and after.
+
+    A FileStorage would keep the file it packed away (``Data.fs.old``) and
+    the removed blobs (``blobs.old``): deleted mail would live on there, so
+    neither is kept. A ZEO server packs as its own configuration says
+    (``pack-keep-old false`` belongs in it).
+    """
+    storage = db.storage
+    if isinstance(storage, FileStorage):
+        storage.pack_keep_old = False
+    before = db.getSize()
+    db.pack(days=days)
+    # zodburi puts a FileStorage with blobs inside a BlobStorage, which
+    # removes unused blobs itself but leaves the packed-away file behind.
+    packed_away = f"{storage.getName()}.old"
+    if getattr(storage, "pack_keep_old", False) and os.path.isfile(packed_away):
+        os.remove(packed_away)
+    return before, db.getSize()
+
+
+def command_pack(args):
+    try:
+        with _environment(args.config) as env:
+            # An upgrade made while opening is kept, not packed away.
+            transaction.manager.commit()
+            db = get_connection(env["request"]).db()
+            before, after = pack_storage(db, args.days)
+        db.close()
+    except LockError:
+        print("the storage is in use by another process: stop the web server first "
+              "(or serve from ZEO, which packs while serving)", file=sys.stderr)
+        return 2
+    print(f"packed: {before:,} bytes before, {after:,} bytes after")
     return 0
 
 
@@ -133,6 +174,10 @@ def build_parser():
     p = commands.add_parser("sync", help="fetch every list's details, owners and moderators from Mailman")
     p.add_argument("config")
     p.set_defaults(func=command_sync)
+    p = commands.add_parser("pack", help="remove deleted mail and old revisions from the storage files")
+    p.add_argument("config")
+    p.add_argument("--days", type=float, default=0, help="keep this many days of history (default: none)")
+    p.set_defaults(func=command_pack)
 
     p = commands.add_parser("info", help="counts and dates of the archive or one list")
     p.add_argument("config")

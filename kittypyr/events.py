@@ -31,6 +31,14 @@ class IThreadMerged(IObjectEvent):
     """A thread was absorbed into another; ``object`` is the thread that grew."""
 
 
+class IMessageMoved(IObjectEvent):
+    """A message now belongs to another thread (its URL stays the same)."""
+
+
+class IThreadRestarted(IObjectEvent):
+    """A thread's first message changed, and with it its start date (None: emptied)."""
+
+
 @implementer(IObjectAdded)
 class ObjectAdded:
     def __init__(self, object, parent, name):
@@ -68,6 +76,24 @@ class ThreadMerged:
     def __init__(self, thread, absorbed_key):
         self.object = self.thread = thread
         self.absorbed_key = absorbed_key
+
+
+@implementer(IMessageMoved)
+class MessageMoved:
+    """``object`` moved from the thread keyed ``old_thread`` to ``object.thread``."""
+
+    def __init__(self, message, old_thread):
+        self.object = self.message = message
+        self.old_thread = old_thread
+
+
+@implementer(IThreadRestarted)
+class ThreadRestarted:
+    """``object`` started at ``old_start`` (a datetime) and now starts at ``object.date_started``."""
+
+    def __init__(self, thread, old_start):
+        self.object = self.thread = thread
+        self.old_start = old_start
 
 
 def notify(event, registry=None):

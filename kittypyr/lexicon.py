@@ -144,6 +144,18 @@ class Lexicon(_ZopeLexicon):
             self._p_changed = True
         return wids, positions
 
+    def forget_word_id(self, wid):
+        """Drop the word with id ``wid``: no document has it any more.
+
+        A deleted message must not leave its words behind (a leaked
+        password would stay in the lexicon otherwise). The id is not handed
+        out again: new ids keep counting up from ``wordCount``.
+        """
+        word = self._words.pop(wid, None)
+        if word is not None:
+            self._wids.pop(word, None)
+            self._transaction_wids().pop(word, None)
+
     def _p_resolveConflict(self, old, committed, new):
         # Its own record never really changes (see distinct_word_ids): two
         # writers that both marked it agree, unless it was replaced.
@@ -436,6 +448,9 @@ class OkapiIndex(_ZopeOkapiIndex):
                 return
         del self._wordinfo[wid]
         self.wordCount.change(-1)
+        forget = getattr(self._lexicon, "forget_word_id", None)
+        if forget is not None:
+            forget(wid)
 
     def _search_wids(self, wids):
         if not wids:

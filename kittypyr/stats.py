@@ -12,8 +12,14 @@ from BTrees.OIBTree import OIBTree
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 
-from kittypyr.events import IMessageArchived, IObjectAdded, IObjectWillBeRemoved
-from kittypyr.resources import Thread
+from kittypyr.events import (
+    IMessageArchived,
+    IMessageMoved,
+    IObjectAdded,
+    IObjectWillBeRemoved,
+    IThreadRestarted,
+)
+from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import month_of
 
 
@@ -36,8 +42,9 @@ class ListActivity(Persistent):
     def thread_started(self, thread):
         self.thread_starts[_start_key(thread)] = None
 
-    def thread_gone(self, thread):
-        self.thread_starts.pop(_start_key(thread), None)
+    def thread_gone(self, thread, start=None):
+        """Forget ``thread``'s start (``start``, if it is not its present one)."""
+        self.thread_starts.pop(_start_key(thread, start), None)
 
     def newest_thread_keys(self, limit=10):
         """Keys of the threads started last, newest first."""
@@ -74,7 +81,16 @@ class ListActivity(Persistent):
         if address:
             _add(self.sender_days, (day, address), -1)
             _add(self.participants, address, -1)
+            if address not in self.participants:
+                # Their last message here is gone: so is their name.
+                self.sender_names.pop(address, None)
         _add(self.thread_days, (day, thread_key or message.thread), -1)
+
+    def moved(self, message, old_thread_key):
+        """Count ``message`` for its new thread, no longer for ``old_thread_key``."""
+        day = day_of(message.date)
+        _add(self.thread_days, (day, old_thread_key), -1)
+        _add(self.thread_days, (day, message.thread), 1)
 
     def daily_counts(self, end, days):
         """[(date, count)] for the ``days`` days up to and including ``end``."""
@@ -111,8 +127,8 @@ class ListActivity(Persistent):
         return [(int(m[:4]), int(m[5:]), count) for m, count in self.per_month.items()]
 
 
-def _start_key(thread):
-    return (int(thread.date_started.timestamp()), thread.__name__)
+def _start_key(thread, start=None):
+    return (int((start or thread.date_started).timestamp()), thread.__name__)
 
 
 def _add(tree, key, delta):
@@ -145,6 +161,26 @@ def on_thread_removed(event):
         activity_of(event.object.mailing_list).thread_gone(event.object)
 
 
+def on_message_removed(event):
+    """A deleted message leaves every count."""
+    if isinstance(event.object, Message):
+        activity_of(event.object.mailing_list).forget(event.object)
+
+
+def on_message_moved(event):
+    activity_of(event.message.mailing_list).moved(event.message, event.old_thread)
+
+
+def on_thread_restarted(event):
+    """Keep the chronology of thread starts in step with a thread's new first message."""
+    thread = event.thread
+    activity = activity_of(thread.mailing_list)
+    if event.old_start is not None:
+        activity.thread_gone(thread, event.old_start)
+    if thread.date_started is not None:
+        activity.thread_started(thread)
+
+
 def rebuild_activity(mailing_list):
     """Recount a list's aggregates from its messages (for ``kittypyr reindex``)."""
     activity = mailing_list.activity = ListActivity()
@@ -163,4 +199,7 @@ def includeme(config):
     config.add_subscriber(on_message_archived, IMessageArchived)
     config.add_subscriber(on_thread_added, IObjectAdded)
     config.add_subscriber(on_thread_removed, IObjectWillBeRemoved)
+    config.add_subscriber(on_message_removed, IObjectWillBeRemoved)
+    config.add_subscriber(on_message_moved, IMessageMoved)
+    config.add_subscriber(on_thread_restarted, IThreadRestarted)
 

@@ -1,4 +1,4 @@
-"""The kittypyr command as a list admin uses it: import, info, reindex."""
+"""The kittypyr command as a list admin uses it: import, info, reindex, pack."""
 
 import gzip
 import json
@@ -7,8 +7,10 @@ import signal
 import subprocess
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
+import transaction
 
 from tests.functional import VENV_BIN, kittypyr, mbox_bytes, write_config
 from tests.mailbuilder import make_message
@@ -154,3 +156,79 @@ def test_reindex_rebuilds_the_catalog(tmp_path, config):
     result = kittypyr("reindex", config, check=True)
     assert "indexed 12 resources" in result.stdout  # 10 messages + 2 threads
     assert info(config, LIST)["first_date"].startswith("2019-03-14T09:26")
+
+
+def _files_containing(folder, needle):
+    return [path for path in Path(folder).rglob("*") if path.is_file() and needle in path.read_bytes()]
+
+
+def test_pack_removes_deleted_mail_from_the_storage_files(tmp_path, config):
+    from pyramid.paster import bootstrap
+    from pyramid_zodbconn import get_connection
+
+    from kittypyr import moderation
+    from kittypyr.msgid import message_id_hash
+    from kittypyr.security import User
+    from tests.mailbuilder import attachment, multipart, text_part
+
+    secret, figures = "hunter2xyzzy", b"secret,figures,4711-0815\n"
+    leaked = make_message(
+        message_id="<leak@example.org>", subject="Re: Topic 0", sender=("Leaky", "leaky@example.org"),
+        date=START + timedelta(minutes=30), in_reply_to="<cli0@example.org>", references=["<cli0@example.org>"],
+        body=multipart("mixed", text_part(f"my password is {secret}\n"),
+                       attachment(figures, "text/csv", "figures.csv")))
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10) + [leaked]))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+
+    env = bootstrap(str(config))
+    try:
+        mailing_list = env["root"].lists[LIST]
+        moderation.delete_messages(mailing_list, [message_id_hash("<leak@example.org>")],
+                                   User("admin@example.org", "Ada Admin"), "leaked password")
+        transaction.commit()
+        # While the storage is open here, packing is refused with a reason.
+        busy = kittypyr("pack", config)
+        assert busy.returncode == 2 and "in use" in busy.stderr
+    finally:
+        db = get_connection(env["request"]).db()
+        env["closer"]()
+        db.close()
+
+    var = tmp_path / "var"
+    # Deleted, but still in the file's history until it is packed.
+    assert _files_containing(var, secret.encode()) and _files_containing(var / "blobs", figures)
+    result = kittypyr("pack", config)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("packed: ")
+    assert _files_containing(var, secret.encode()) == []
+    assert _files_containing(var, b"Leaky") == []
+    assert _files_containing(var, figures) == []
+    assert not (var / "Data.fs.old").exists() and not (var / "blobs.old").exists()
+    # The rest of the archive is intact.
+    figures_now = info(config, LIST)
+    assert figures_now["messages"] == 10 and figures_now["attachments"] == 0
+    # Importing the same mailbox again does not bring the deleted message back.
+    again = kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    assert "read 11, archived 0, duplicates 10, skipped 1, failed 0" in again.stdout
+    assert "deleted from the archive by its administrators" in again.stdout
+    assert info(config, LIST)["messages"] == 10
+
+
+def test_pack_leaves_no_old_copy_of_a_filestorage_with_its_own_blobs(zodb, tmp_path):
+    from ZODB.blob import Blob
+
+    from kittypyr.cli import pack_storage
+
+    connection = zodb.open()
+    root = connection.root()
+    root["kept"], root["deleted"] = Blob(b"kept bytes"), Blob(b"deleted bytes 4711")
+    transaction.commit()
+    del root["deleted"]
+    transaction.commit()
+    before, after = pack_storage(zodb)
+    assert after < before
+    assert not (tmp_path / "Data.fs.old").exists() and not (tmp_path / "blobs.old").exists()
+    assert _files_containing(tmp_path, b"deleted bytes 4711") == []
+    assert _files_containing(tmp_path / "blobs", b"kept bytes")
+    connection.close()

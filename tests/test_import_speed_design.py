@@ -63,6 +63,9 @@ def _doc_count(value):
 
 def _state(index):
     okapi = index.index
+    # Words no document has any more: zope.index keeps them in its lexicon,
+    # ours forgets them (see test_unused_words_leave_the_lexicon).
+    used = set(okapi._wordinfo.keys())
     return (
         {wid: (_doc_count(d2f), dict(_postings(d2f))) for wid, d2f in okapi._wordinfo.items()},
         dict(okapi._docweight.items()),
@@ -70,8 +73,8 @@ def _state(index):
         okapi._totaldoclen(),
         okapi.documentCount(),
         okapi.wordCount(),
-        dict(index.lexicon._wids.items()),
-        dict(index.lexicon._words.items()),
+        {word: wid for word, wid in index.lexicon._wids.items() if wid in used},
+        {wid: word for wid, word in index.lexicon._words.items() if wid in used},
     )
 
 
@@ -244,6 +247,22 @@ def test_large_postings_chunk_and_stay_the_same(monkeypatch):
             index.unindex_doc(docid)
     assert _state(ours) == _state(stock)
     assert len(ours.index._wordinfo) == 0 and ours.index.wordCount() == 0
+
+
+def test_unused_words_leave_the_lexicon():
+    stock, ours = _index_both(["a leaked hunter2 password", "the password again", "something else"])
+    for index in (stock, ours):
+        index.unindex_doc(1)
+    assert stock.lexicon.get_wid("hunter2") != 0
+    assert ours.lexicon.get_wid("hunter2") == 0 and ours.lexicon.get_wid("leaked") == 0
+    assert ours.lexicon.get_wid("password") != 0
+    assert "hunter2" not in set(ours.lexicon._words.values())
+    assert dict(ours.apply("password").items()) == dict(stock.apply("password").items())
+    # A word that comes back gets an id never used before.
+    old_ids = set(stock.lexicon._words.keys())
+    ours.index_doc(4, "hunter2 returns")
+    assert ours.lexicon.get_wid("hunter2") not in old_ids
+    assert list(ours.apply("hunter2").keys()) == [4]
 
 
 def test_concurrent_appends_to_the_same_postings_both_survive(tmp_path):

@@ -7,6 +7,7 @@ import time
 import urllib.request
 
 import pytest
+import transaction
 
 from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, wait_for_port, write_config
 from tests.test_cli import LIST, corpus
@@ -93,3 +94,68 @@ def test_two_importers_and_the_web_app_at_once(tmp_path, zeo_server):
         web.terminate()
         web.wait(timeout=30)
         web_log.close()
+
+
+def test_pack_through_zeo_while_the_web_app_serves(tmp_path):
+    from pyramid.paster import bootstrap
+    from pyramid_zodbconn import get_connection
+
+    from kittypyr import moderation
+    from kittypyr.msgid import message_id_hash
+    from kittypyr.security import User
+    from tests.mailbuilder import make_message
+    from tests.test_cli import START, _files_containing
+
+    # A server of its own, configured as the README says for deletions.
+    port, web_port = free_port(), free_port()
+    (tmp_path / "zeo.conf").write_text(
+        f"<zeo>\n  address 127.0.0.1:{port}\n</zeo>\n<filestorage 1>\n  path {tmp_path}/Data.fs\n"
+        f"  blob-dir {tmp_path}/blobs\n  pack-keep-old false\n</filestorage>\n")
+    zeo_log = open(tmp_path / "zeo.log", "wb")
+    server = subprocess.Popen([str(VENV_BIN / "runzeo"), "-C", str(tmp_path / "zeo.conf")],
+                              stdout=zeo_log, stderr=zeo_log)
+    web = None
+    try:
+        wait_for_port(port, process=server)
+        folder = tmp_path / "web"
+        folder.mkdir()
+        config = zeo_config(folder, port, web_port)
+        leak = make_message(message_id="<zeoleak@example.org>", subject="oops", sender=("L", "l@example.org"),
+                            date=START, body="the password is swordfish4711\n")
+        mbox = tmp_path / "dev.mbox"
+        mbox.write_bytes(mbox_bytes(corpus(5) + [leak]))
+        kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+        web = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(web_port, process=web)
+
+        env = bootstrap(str(config))
+        try:
+            moderation.delete_messages(env["root"].lists[LIST], [message_id_hash("<zeoleak@example.org>")],
+                                       User("admin@example.org"), "leaked password")
+            transaction.commit()
+        finally:
+            db = get_connection(env["request"]).db()
+            env["closer"]()
+            db.close()
+        assert _files_containing(tmp_path, b"swordfish4711")
+        result = kittypyr("pack", config)
+        assert result.returncode == 0, result.stderr
+        # The server's scratch file may keep the bytes of a recent commit ...
+        assert {p.name for p in _files_containing(tmp_path, b"swordfish4711") if p != mbox} <= {"Data.fs.tmp"}
+        with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/list/{LIST}/", timeout=30) as response:
+            assert "5 messages" in response.read().decode()
+        # ... until it starts again (the README says so).
+        server.terminate()
+        server.wait(timeout=30)
+        server = subprocess.Popen([str(VENV_BIN / "runzeo"), "-C", str(tmp_path / "zeo.conf")],
+                                  stdout=zeo_log, stderr=zeo_log)
+        wait_for_port(port, process=server)
+        assert [p for p in _files_containing(tmp_path, b"swordfish4711") if p != mbox] == []
+    finally:
+        if web is not None:
+            web.terminate()
+            web.wait(timeout=30)
+        server.terminate()
+        server.wait(timeout=30)
+        zeo_log.close()

@@ -92,7 +92,7 @@ class ApiThreadFolder(_Node):
         threads = self.__parent__.mailing_list.threads
         thread = threads.data.get(key) or threads.resolve_alias(key)
         if thread is None:
-            raise KeyError(key)
+            return ApiGone(threads[key], key, self)  # KeyError if it never existed
         return ApiThread(thread, key, self)
 
 
@@ -104,7 +104,19 @@ class ApiThread(_Node):
 
 class ApiEmailFolder(_Node):
     def __getitem__(self, name):
-        return ApiEmail(self.__parent__.mailing_list.messages[name], name, self)
+        messages = self.__parent__.mailing_list.messages
+        message = messages.data.get(name)
+        if message is None:
+            return ApiGone(messages[name], name, self)  # KeyError if it never existed
+        return ApiEmail(message, name, self)
+
+
+class ApiGone(_Node):
+    """A deleted message or thread (``deleted``: its DeletedMessage or DeletedThread)."""
+
+    def __init__(self, deleted, name, parent):
+        super().__init__(name, parent)
+        self.deleted = deleted
 
 
 class ApiEmail(_Node):

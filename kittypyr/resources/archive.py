@@ -3,6 +3,7 @@
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
 
+from kittypyr.resources.admin import AuditLog, SiteAdmin
 from kittypyr.resources.api import ApiRoot
 from kittypyr.resources.containers import Container
 from kittypyr.resources.quarantine import Quarantine
@@ -22,9 +23,11 @@ def new_quarantine(archive):
 class Archive(Persistent):
     """The root resource (``__name__ == ''``).
 
-    Its traversable children are ``list`` and the JSON ``api``. The
-    quarantine of unreadable mail is an attribute too: only admins see it. The catalog and its document map
-    are attributes, deliberately out of traversal's reach.
+    Its traversable children are ``list``, the JSON ``api`` and the site
+    administrators' ``admin`` pages. The quarantine of unreadable mail is an
+    attribute too: only admins see it. The catalog and its document map,
+    and the audit log of administrative acts, are attributes, deliberately
+    out of traversal's reach.
     """
 
     __name__ = ""
@@ -44,12 +47,15 @@ class Archive(Persistent):
         self.catalog = None
         self.document_map = None
         self.quarantine = new_quarantine(self)
+        self.audit_log = AuditLog()
 
     def __getitem__(self, name):
         if name == "list":
             return self.lists
         if name == "api":
             return ApiRoot(self)
+        if name == "admin":
+            return SiteAdmin(self)
         raise KeyError(name)
 
     def get(self, name, default=None):

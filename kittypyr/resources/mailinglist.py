@@ -7,33 +7,67 @@ from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated
 
+from kittypyr.resources.admin import ListAdmin
 from kittypyr.resources.browsing import ThreadAlias, Year
 from kittypyr.resources.containers import Container
+from kittypyr.resources.deleted import DeletedMessage, DeletedThread
 
 
 class Messages(Container):
-    """Messages of one list, keyed by Message-ID hash."""
+    """Messages of one list, keyed by Message-ID hash.
+
+    A deleted message leaves a ``Tombstone`` in ``tombstones`` under its
+    hash: traversal then finds a ``DeletedMessage`` (410 Gone), while
+    ``get``, ``in`` and iteration see live messages only.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.tombstones = OOBTree()
+
+    def __getitem__(self, name):
+        try:
+            return self.data[name]
+        except KeyError:
+            tombstone = self.tombstones.get(name)
+            if tombstone is None:
+                raise
+            return DeletedMessage(name, self, tombstone)
 
 
 class Threads(Container):
     """Threads of one list, keyed by the hash of their first message.
 
     A thread that was absorbed into another keeps its key as an alias, so
-    that its old URL can still lead to the conversation.
+    that its old URL can still lead to the conversation. A thread deleted
+    whole leaves a ``Tombstone`` under its key.
     """
 
     def __init__(self):
         super().__init__()
         self.aliases = OOBTree()
+        self.tombstones = OOBTree()
 
     def __getitem__(self, name):
         try:
             return self.data[name]
         except KeyError:
             target = self.resolve_alias(name)
-            if target is None:
+            if target is not None:
+                return ThreadAlias(name, self, target)
+            # Deleted, or merged into a thread deleted since: gone either way.
+            end = self._alias_end(name)
+            tombstone = self.tombstones.get(end)
+            if tombstone is None:
                 raise
-            return ThreadAlias(name, self, target)
+            return DeletedThread(name, self, tombstone)
+
+    def _alias_end(self, key):
+        seen = set()
+        while key in self.aliases and key not in seen and key not in self.data:
+            seen.add(key)
+            key = self.aliases[key]
+        return key
 
     def resolve_alias(self, key):
         """Return the live thread that ``key`` was merged into, or None."""
@@ -49,7 +83,8 @@ class Threads(Container):
 class MailingList(Persistent):
     """The archive of one list, named by its posting address.
 
-    Fixed children: ``message`` (by Message-ID hash) and ``thread``.
+    Fixed children: ``message`` (by Message-ID hash) and ``thread``, and
+    ``admin``, the moderators' pages.
     """
 
     __name__ = None
@@ -98,6 +133,8 @@ class MailingList(Persistent):
             return self.messages
         if name == "thread":
             return self.threads
+        if name == "admin":
+            return ListAdmin(self)
         if len(name) == 4 and name.isdigit():
             return Year(self, int(name))
         raise KeyError(name)

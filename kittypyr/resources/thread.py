@@ -101,7 +101,10 @@ class Thread(Persistent):
         self.months = _bumped(self.months, month_of(message.date), -1)
         if message.sender_address:
             self.participants = _bumped(self.participants, message.sender_address, -1)
-        self._refresh_dates()
+        if self.last_date is None or message.date >= self.last_date:
+            # Only the latest message's leaving moves the date (finding the
+            # next one loads every member).
+            self._refresh_dates()
         self._refresh_starter()
 
     def take_subtree(self, root_hash):

@@ -185,8 +185,10 @@ def forbidden(request):
                              error="Please log in to see this page.")
         response = render_to_response("kittypyr.templates:login.pt", values, request=request)
     else:
+        # Refused inside a list the reader may read: an administrator's page.
+        private_list = mailing_list is not None and not request.has_permission("view", mailing_list)
         response = render_to_response("kittypyr.templates:forbidden.pt",
-                                      {"private_list": mailing_list is not None}, request=request)
+                                      {"private_list": private_list}, request=request)
     response.status = 403
     response.cache_control.private = True
     return response

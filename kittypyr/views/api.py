@@ -8,7 +8,7 @@ from repoze.catalog.query import Eq
 
 from kittypyr.catalog import search
 from kittypyr.rendering import obfuscate_address
-from kittypyr.resources.api import ApiEmail, ApiList, ApiLists, ApiThread, ApiThreads
+from kittypyr.resources.api import ApiEmail, ApiGone, ApiList, ApiLists, ApiThread, ApiThreads
 from kittypyr.views.presentation import Page, page_number
 
 PAGE_SIZE = 50
@@ -115,3 +115,10 @@ def api_email(context, request):
     data = email_json(request, context.message)
     data["body"] = obfuscate_address(context.message.body_text)
     return data
+
+
+@view_config(context=ApiGone, renderer="json")
+def api_gone(context, request):
+    """410: deleted by the list's administrators."""
+    request.response.status = 410
+    return {"error": "deleted from the archive", "deleted": context.deleted.deleted_at.isoformat()}

@@ -6,8 +6,8 @@ import re
 from pyramid.httpexceptions import HTTPBadRequest, HTTPForbidden, HTTPUnauthorized
 from pyramid.view import view_config
 
-from kittypyr.archiving import archive_message, ensure_mailing_list
-from kittypyr.mail import UnparseableMessage
+from kittypyr.archiving import ensure_mailing_list, store_parsed
+from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.mailman import (
     absolute_url,
     apply_list_details,
@@ -49,7 +49,7 @@ def archive(context, request):
     if mailing_list.archive_policy == "never":
         return {"url": list_url(request, list_address)}
     try:
-        message = archive_message(mailing_list, raw)
+        result = store_parsed(mailing_list, parse_message(raw))
     except UnparseableMessage as exc:
         held = context.archive.quarantine.hold(list_address, raw, str(exc))
         log.warning("quarantined mail %s for %s: %s", held.__name__, list_address, exc)
@@ -57,9 +57,13 @@ def archive(context, request):
         url = (message_url(request, list_address, found.group(1).decode("ascii", "replace"))
                if found else list_url(request, list_address))
         return {"url": url, "quarantined": held.__name__}
-    if message is None:  # it asked not to be archived
+    if result.gone is not None:
+        # Deleted by the list's administrators: it stays deleted. Answered
+        # as a duplicate would be, so Mailman does not send it again.
+        return {"url": f"{list_url(request, list_address)}message/{result.gone}/"}
+    if result.message is None:  # it asked not to be archived
         return {"url": list_url(request, list_address)}
-    return {"url": absolute_url(request, message)}
+    return {"url": absolute_url(request, result.message)}
 
 
 @view_config(context=ApiMailman, name="urls", request_method="GET", renderer="json")

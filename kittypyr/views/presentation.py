@@ -123,8 +123,9 @@ def set_validators(request, last_modified, *parts):
     response = request.response
     user = request.user
     if user is not None:
-        # The page names the reader and carries their form token.
-        parts += (user.address, request.session.get_csrf_token())
+        # The page names the reader and carries their form token (and the
+        # notices of what they just did).
+        parts += (user.address, request.session.get_csrf_token(), *request.session.peek_flash())
         response.cache_control.private = True
         if request.session.peek_flash():
             return  # a notice shown once: never answered by "not modified"

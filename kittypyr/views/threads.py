@@ -104,6 +104,7 @@ class ThreadViews:
             "older": older,
             "newer": newer,
             "started": format_date(thread.date_started),
+            "moderator": bool(self.request.has_permission("moderate", thread)),
         }
 
 
@@ -143,6 +144,7 @@ class MessageViews:
             "thread": thread,
             "entry": message_entry(message),
             "outline": outline,
+            "moderator": bool(self.request.has_permission("moderate", message)),
         }
 
     @view_config(name="raw")

@@ -1,0 +1,69 @@
+"""What is left of deleted messages and threads: a date and where they were.
+
+A tombstone holds no word of what was deleted. It is a plain record kept
+inside its container's BTree (not an object of its own, not a ``Message``),
+so nothing counts, indexes or renders it; it only lets the old URL answer
+410 Gone with a link to the conversation, and keeps the Message-ID hash
+from being archived again.
+"""
+
+from datetime import datetime, timezone
+
+
+class Tombstone:
+    """When a message (or a whole thread) was deleted, and where it sat.
+
+    ``thread``: the key of the thread it was in; ``parent``: the hash of
+    its parent message, or None. A thread's tombstone has neither.
+    Immutable once made: it is pickled inside a BTree bucket.
+    """
+
+    def __init__(self, deleted_at=None, thread=None, parent=None):
+        self.deleted_at = deleted_at or datetime.now(timezone.utc)
+        self.thread = thread
+        self.parent = parent
+
+    def __repr__(self):
+        return f"<Tombstone {self.deleted_at.isoformat()} thread={self.thread} parent={self.parent}>"
+
+
+class DeletedMessage:
+    """``/list/<address>/message/<hash>/`` of a deleted message (made by traversal)."""
+
+    def __init__(self, name, messages, tombstone):
+        self.__name__ = name
+        self.__parent__ = messages
+        self.tombstone = tombstone
+
+    @property
+    def mailing_list(self):
+        return self.__parent__.__parent__
+
+    @property
+    def deleted_at(self):
+        return self.tombstone.deleted_at
+
+    def thread(self):
+        """The live thread the message was in (followed through merges), or None."""
+        key = self.tombstone.thread
+        if key is None:
+            return None
+        threads = self.mailing_list.threads
+        return threads.data.get(key) or threads.resolve_alias(key)
+
+
+class DeletedThread:
+    """``/list/<address>/thread/<key>/`` of a thread deleted whole (made by traversal)."""
+
+    def __init__(self, name, threads, tombstone):
+        self.__name__ = name
+        self.__parent__ = threads
+        self.tombstone = tombstone
+
+    @property
+    def mailing_list(self):
+        return self.__parent__.__parent__
+
+    @property
+    def deleted_at(self):
+        return self.tombstone.deleted_at

@@ -14,6 +14,7 @@ from repoze.catalog.query import Eq
 
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
+from kittypyr.people import rebuild_people
 from kittypyr.stats import rebuild_activity
 
 
@@ -46,6 +47,8 @@ def command_reindex(args):
         for mailing_list in env["root"].lists.values():
             rebuild_activity(mailing_list)
             transaction.manager.commit()
+        rebuild_people(env["root"])
+        transaction.manager.commit()
     print(f"indexed {count} resources")
     return 0
 
@@ -109,7 +112,8 @@ def build_parser():
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=command_import)
 
-    p = commands.add_parser("reindex", help="rebuild the catalog and the lists' statistics from the archive")
+    p = commands.add_parser("reindex",
+                            help="rebuild the catalog, the lists' statistics and the senders' counts")
     p.add_argument("config")
     p.set_defaults(func=command_reindex)
 

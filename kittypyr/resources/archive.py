@@ -4,6 +4,7 @@ from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
 
 from kittypyr.resources.api import ApiRoot
+from kittypyr.resources.community import add_community
 from kittypyr.resources.containers import Container
 from kittypyr.resources.quarantine import Quarantine
 
@@ -22,7 +23,7 @@ def new_quarantine(archive):
 class Archive(Persistent):
     """The root resource (``__name__ == ''``).
 
-    Its traversable children are ``list`` and the JSON ``api``. The
+    Its traversable children are ``list``, ``users`` (profiles) and the JSON ``api``. The
     quarantine of unreadable mail is an attribute too: only admins see it. The catalog and its document map
     are attributes, deliberately out of traversal's reach.
     """
@@ -44,12 +45,15 @@ class Archive(Persistent):
         self.catalog = None
         self.document_map = None
         self.quarantine = new_quarantine(self)
+        add_community(self)
 
     def __getitem__(self, name):
         if name == "list":
             return self.lists
         if name == "api":
             return ApiRoot(self)
+        if name == "users":
+            return self.people
         raise KeyError(name)
 
     def get(self, name, default=None):

@@ -7,7 +7,7 @@ from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated
 
-from kittypyr.resources.browsing import ThreadAlias, Year
+from kittypyr.resources.browsing import TagFolder, ThreadAlias, Year
 from kittypyr.resources.containers import Container
 
 
@@ -46,10 +46,15 @@ class Threads(Container):
         return None
 
 
+# What readers who may post may also do: vote on messages, tag threads,
+# keep favourites and their read marks.
+COMMUNITY_PERMISSIONS = ("vote", "tag", "follow")
+
+
 class MailingList(Persistent):
     """The archive of one list, named by its posting address.
 
-    Fixed children: ``message`` (by Message-ID hash) and ``thread``.
+    Fixed children: ``message`` (by Message-ID hash), ``thread`` and ``tag``.
     """
 
     __name__ = None
@@ -71,10 +76,13 @@ class MailingList(Persistent):
             (Allow, f"moderator:{address}", ("view", "post", "moderate")),
             (Allow, f"member:{address}", ("view", "post")),
         ]
+        acl += [(Allow, f"{role}:{address}", COMMUNITY_PERMISSIONS)
+                for role in ("owner", "moderator", "member")]
         if self.archive_policy == "private":
             acl.append(DENY_ALL)
         else:
             acl.append((Allow, Authenticated, "post"))
+            acl.append((Allow, Authenticated, COMMUNITY_PERMISSIONS))
         return acl
 
     def __init__(self, address, display_name="", description=""):
@@ -98,6 +106,8 @@ class MailingList(Persistent):
             return self.messages
         if name == "thread":
             return self.threads
+        if name == "tag":
+            return TagFolder(self)
         if len(name) == 4 and name.isdigit():
             return Year(self, int(name))
         raise KeyError(name)

@@ -214,7 +214,8 @@ def test_voting_with_javascript_answers_json(site, mailman):
     url = f"/list/{PUBLIC}/message/{h(1)}/vote"
     token = csrf_token(carol)
     answer = carol.post(url, {"value": "1"}, headers={"Accept": "application/json", "X-CSRF-Token": token})
-    assert answer.json == {"message": h(1), "score": 1, "up": 1, "down": 0, "mine": 1, "thread_score": 1}
+    assert answer.json == {"message": h(1), "score": 1, "up": 1, "down": 0, "mine": 1, "thread_score": 1,
+                           "reputation": 1}
     answer = carol.post(url, {"value": "-1", "csrf_token": token}, headers={"Accept": "application/json"})
     assert answer.json["score"] == -1 and answer.json["mine"] == -1 and answer.json["thread_score"] == -1
     # Without the form token, nothing happens.

@@ -144,8 +144,13 @@ def thread_marks(request, threads):
     """``{thread key: marks}``: tags, total score, unread and favourite marks of listed threads."""
     archive = request.root
     reader = request.reader
+    watermarks = {}
     marks = {}
     for thread in threads:
+        mailing_list = thread.mailing_list
+        if mailing_list.address not in watermarks:
+            # For browsers that keep read marks themselves: where a first visit starts.
+            watermarks[mailing_list.address] = readers.list_watermark(mailing_list)
         marks[thread.__name__] = {
             "tags": [entry["tag"] for entry in tags.thread_tags(thread)],
             "score": votes.thread_score(archive, thread),
@@ -153,6 +158,7 @@ def thread_marks(request, threads):
             "favourite": readers.is_favourite(reader, thread),
             "key": f"{thread.mailing_list.address}/{thread.__name__}",
             "last": thread.last_date.timestamp() if thread.last_date else 0,
+            "watermark": watermarks[mailing_list.address],
         }
     return marks
 
@@ -219,6 +225,7 @@ def vote(context, request):
     archive = request.root
     thread = context.mailing_list.threads.data.get(context.thread)
     key = (context.mailing_list.address, context.__name__)
+    sender = tally.sender if tally is not None else archive.people.person_id(context.sender_address)
     return render_to_response("json", {
         "message": context.__name__,
         "score": tally.score if tally is not None else 0,
@@ -226,6 +233,7 @@ def vote(context, request):
         "down": tally.down() if tally is not None else 0,
         "mine": votes.ballot(request.reader, tally, key),
         "thread_score": votes.thread_score(archive, thread) if thread is not None else 0,
+        "reputation": votes.reputation(archive, sender, visible_addresses(request)) if sender else 0,
     }, request=request)
 
 

@@ -137,7 +137,8 @@ def test_read_marks_of_a_reader_who_is_not_logged_in(server, browser):
 
     # As if the reader had last read the thread before its last three messages came.
     page.goto(server + THREAD)
-    first_date = page.evaluate(f"Date.parse(document.querySelector('#m-{h(0)} time').getAttribute('datetime'))")
+    first_date = page.locator(f"#m-{h(0)} time").get_attribute("datetime")
+    first_date = page.evaluate(f"Date.parse('{first_date}')")
     page.evaluate(f"""(() => {{
         const read = JSON.parse(localStorage.getItem('kittypyr-read'));
         read.seen['{LIST}/{h(0)}'] = {first_date} / 1000;

@@ -325,15 +325,13 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
 def _in_tagged_threads(archive, list_addresses, tags):
     """Messages of the threads tagged with every one of ``tags``, or None if there are none.
 
-    Tags belong to threads: the thread index of the messages finds their
-    messages, list by list (a thread key names one thread per list).
+    Tags belong to threads: the messages' thread index finds their
+    messages, per list (a thread key names one thread in each list).
     """
     query = None
-    for address in list_addresses:
-        keys = tagged_thread_keys(archive, address, tags)
-        if keys:
-            part = Eq("list", address) & Any("thread", keys)
-            query = part if query is None else query | part
+    for address, keys in sorted(tagged_thread_keys(archive, list_addresses, tags).items()):
+        part = Eq("list", address) & Any("thread", keys)
+        query = part if query is None else query | part
     return query
 
 

@@ -11,9 +11,9 @@ import itertools
 import re
 from datetime import datetime, timezone
 
-from pyramid.traversal import find_root
+from pyramid.traversal import find_root, traversal_path
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
-from repoze.catalog.query import Eq
+from repoze.catalog.query import Any, Eq
 
 from kittypyr.catalog import _unindexed_as_tree, search
 from kittypyr.events import IThreadMerged, ObjectModified, notify
@@ -131,19 +131,25 @@ def tagged_threads(mailing_list, tag, start, size):
     return total, list(itertools.islice(threads, start, start + size))
 
 
-def tagged_thread_keys(archive, list_address, tags):
-    """Keys of the list's threads that carry every one of ``tags``.
+def tagged_thread_keys(archive, list_addresses, tags):
+    """``{list address: [thread key]}``: the threads of those lists that carry every one of ``tags``.
 
-    Read from the catalog's paths (a thread's key ends its path): no
-    thread is loaded.
+    One catalog query; lists and keys are read from the threads' paths
+    (``/list/<address>/thread/<key>``), so no thread is loaded.
     """
-    query = Eq("kind", "thread") & Eq("list", list_address)
+    query = Eq("kind", "thread") & Any("list", list_addresses)
     for tag in tags:
         query &= Eq("tags", tag)
     _, docids = archive.catalog.query(query)
     address_for = archive.document_map.address_for_docid
-    paths = (address_for(docid) for docid in docids)
-    return [path.rstrip("/").rsplit("/", 1)[-1] for path in paths if path]
+    found = {}
+    for docid in docids:
+        path = address_for(docid)
+        if path is None:
+            continue
+        _, list_address, _, key = traversal_path(path)
+        found.setdefault(list_address, []).append(key)
+    return found
 
 
 def move_tags(mailing_list, from_key, thread, registry=None):

@@ -233,6 +233,8 @@ def test_nobody_votes_on_their_own_messages_or_without_logging_in(site, mailman)
     anonymous = reader(site)
     refused = anonymous.post(f"/list/{PUBLIC}/message/{h(1)}/vote", {"value": "1"}, status=403)
     assert "Please log in" in refused.text
+    # Back from logging in, the form's address leads to the message.
+    assert anonymous.get(f"/list/{PUBLIC}/message/{h(1)}/vote").location.endswith(f"/message/{h(1)}/")
     assert score(ada.get(THREAD), 0) == 0
 
 

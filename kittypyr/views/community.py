@@ -325,6 +325,16 @@ def list_threads(context, request):
             "marks": marks}
 
 
+@view_config(context=Message, name="vote", request_method="GET")
+@view_config(context=Thread, name="tag", request_method="GET")
+@view_config(context=Thread, name="untag", request_method="GET")
+@view_config(context=Thread, name="favourite", request_method="GET")
+@view_config(context=MailingList, name="mark-read", request_method="GET")
+def form_target(context, request):
+    """Where a form posts, asked for by GET (after logging in, say): the page it belongs to."""
+    return HTTPSeeOther(request.resource_url(context))
+
+
 # Profiles
 
 

@@ -16,6 +16,7 @@ from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
 from kittypyr.people import rebuild_people
 from kittypyr.stats import rebuild_activity
+from kittypyr.votes import rebuild_totals
 
 
 def _environment(config_uri):
@@ -48,6 +49,7 @@ def command_reindex(args):
             rebuild_activity(mailing_list)
             transaction.manager.commit()
         rebuild_people(env["root"])
+        rebuild_totals(env["root"])
         transaction.manager.commit()
     print(f"indexed {count} resources")
     return 0
@@ -113,7 +115,7 @@ def build_parser():
     p.set_defaults(func=command_import)
 
     p = commands.add_parser("reindex",
-                            help="rebuild the catalog, the lists' statistics and the senders' counts")
+                            help="rebuild the catalog, lists' statistics, senders' counts and vote totals")
     p.add_argument("config")
     p.set_defaults(func=command_reindex)
 

@@ -220,6 +220,26 @@ def message_moved(archive, message):
     tally.thread = message.thread
 
 
+def rebuild_totals(archive):
+    """Recount every thread's total and sender's reputation from the messages' tallies.
+
+    For ``kittypyr reindex``: tallies of messages that are gone are dropped,
+    and each score is counted in the thread its message is in now.
+    """
+    votes = archive.votes
+    votes.threads.clear()
+    votes.senders.clear()
+    for (list_address, name), tally in list(votes.tallies.items()):
+        mailing_list = archive.lists.get(list_address)
+        message = mailing_list.messages.get(name) if mailing_list is not None else None
+        if message is None:
+            del votes.tallies[(list_address, name)]
+            continue
+        if tally.thread != message.thread:
+            tally.thread = message.thread
+        _move(votes, list_address, tally, tally.score)
+
+
 def _votes_of(resource):
     return getattr(find_root(resource), "votes", None)
 

@@ -19,7 +19,7 @@ from kittypyr.readers import (
     start_tracking,
 )
 from kittypyr.tags import add_tag, list_tags, normalize_tag, remove_tag, thread_tags
-from kittypyr.votes import OwnMessage, ballot, cast_vote, reputation, tally_of, thread_score
+from kittypyr.votes import OwnMessage, ballot, cast_vote, rebuild_totals, reputation, tally_of, thread_score
 from tests.mailbuilder import make_message
 
 LIST = "dev@lists.example.org"
@@ -100,6 +100,12 @@ def test_a_deleted_message_leaves_no_votes_behind(archive):
     assert ballot(bob, tally_of(archive, again), (LIST, h(2))) == 0
     cast_vote(archive, bob, again, -1)
     assert tally_of(archive, again).score == -1 and reputation(archive, ann, [LIST]) == 0
+
+    # Recounted offline, the totals are the same.
+    archive.votes.senders[(ann, LIST)].change(40)
+    rebuild_totals(archive)
+    assert reputation(archive, ann, [LIST]) == 0 and thread_score(archive, thread) == 0
+    assert sorted(archive.votes.tallies.keys()) == sorted([(LIST, h(1)), (LIST, h(2))])
 
 
 def test_tags_are_normalized_counted_and_indexed(archive):

@@ -12,6 +12,9 @@ PARTS = (
     "kittypyr.catalog",
     "kittypyr.stats",
     "kittypyr.search",
+    "kittypyr.people",
+    "kittypyr.votes",
+    "kittypyr.tags",
     "kittypyr.views",
 )
 

@@ -4,9 +4,11 @@ from BTrees.OOBTree import OOBTree
 from pyramid_zodbconn import get_connection
 
 from kittypyr.catalog import catalog_is_in_sync, sync_catalog
+from kittypyr.people import count_known_senders
 from kittypyr.resources import Archive
 from kittypyr.resources.admin import AuditLog
 from kittypyr.resources.archive import new_quarantine
+from kittypyr.resources.community import add_community
 
 ROOT_KEY = "kittypyr"
 
@@ -27,9 +29,19 @@ def add_deletion_records(archive):
                 container.tombstones = OOBTree()
 
 
+def add_community_stores(archive):
+    """Version 3: profiles, votes, tags and readers' own records.
+
+    Senders known so far are counted from the lists' aggregates, not by
+    loading every message.
+    """
+    add_community(archive)
+    count_known_senders(archive)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
-EVOLVE_STEPS = [add_quarantine, add_deletion_records]
+EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -18,7 +18,9 @@ from ZODB.FileStorage import FileStorage
 
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
+from kittypyr.people import rebuild_people
 from kittypyr.stats import rebuild_activity
+from kittypyr.votes import rebuild_totals
 
 
 def _environment(config_uri):
@@ -50,6 +52,9 @@ def command_reindex(args):
         for mailing_list in env["root"].lists.values():
             rebuild_activity(mailing_list)
             transaction.manager.commit()
+        rebuild_people(env["root"])
+        rebuild_totals(env["root"])
+        transaction.manager.commit()
     print(f"indexed {count} resources")
     return 0
 
@@ -167,7 +172,8 @@ def build_parser():
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=command_import)
 
-    p = commands.add_parser("reindex", help="rebuild the catalog and the lists' statistics from the archive")
+    p = commands.add_parser("reindex",
+                            help="rebuild the catalog, lists' statistics, senders' counts and vote totals")
     p.add_argument("config")
     p.set_defaults(func=command_reindex)
 

@@ -20,6 +20,14 @@ def recent_threads(mailing_list, limit=10):
     return list(threads)
 
 
+def threads_by_activity(mailing_list, start, size, skip=()):
+    """A page of the list's threads, latest activity first, leaving out the keys in ``skip``."""
+    _, threads = search(find_root(mailing_list), _threads_of(mailing_list), sort_index="last_active",
+                        reverse=True, limit=start + size + len(skip))
+    wanted = (thread for thread in threads if thread.__name__ not in skip)
+    return list(itertools.islice(wanted, start, start + size))
+
+
 def month_threads(month, start, size):
     """``(total, threads)``: one page of the threads started in ``month``, oldest first."""
     mailing_list = month.mailing_list

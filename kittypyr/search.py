@@ -6,9 +6,9 @@ query is cut down to the lists the reader may see by one filter on the
 
 The language: words (all must match), ``"exact phrase"``, ``-word``,
 ``a OR b``, and the fields ``from:`` (name or address), ``subject:``,
-``list:``, ``has:attachment``, ``date:2019-01..2019-06`` (both months
-included), ``after:2018-03-01`` (from that day on) and ``before:2019``
-(until the end of 2018). What cannot be understood is
+``list:``, ``tag:`` (in threads readers tagged so), ``has:attachment``,
+``date:2019-01..2019-06`` (both months included), ``after:2018-03-01``
+(from that day on) and ``before:2019`` (until the end of 2018). What cannot be understood is
 reported in ``SearchResults.problems`` and left out; the rest still runs.
 """
 
@@ -29,8 +29,9 @@ from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
 from kittypyr.stats import activity_of
+from kittypyr.tags import normalize_tag, tagged_thread_keys
 
-FIELDS = ("from", "subject", "list", "has", "date", "after", "before")
+FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before")
 SORTS = ("relevance", "date-desc", "date-asc")
 
 _TOKEN = re.compile(r'(-?)(?:(\w+):)?("[^"]*"?|\S+)')
@@ -53,6 +54,7 @@ class ParsedSearch:
     subject: list = field(default_factory=list)
     senders: list = field(default_factory=list)
     lists: list = field(default_factory=list)
+    tags: list = field(default_factory=list)
     has_attachment: bool = False
     start: datetime = None
     end: datetime = None  # exclusive
@@ -142,6 +144,12 @@ def _parse_field(parsed, name, value):
             parsed.subject.append(term)
     elif name == "list":
         parsed.lists.append(value.lower())
+    elif name == "tag":
+        tag = normalize_tag(value)
+        if tag is None:
+            parsed.problems.append(f"“tag:{value}” is not a tag.")
+        else:
+            parsed.tags.append(tag)
     elif name == "has":
         if value.lower() in ("attachment", "attachments"):
             parsed.has_attachment = True
@@ -270,6 +278,13 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
                 results.problems.append(f"Nobody matching “from:{term}” wrote to these lists.")
                 return results
             catalog_query &= Any("sender", addresses)
+    if parsed.tags:
+        in_tagged = _in_tagged_threads(archive, scope, parsed.tags)
+        if in_tagged is None:
+            tags = " ".join(f"tag:{tag}" for tag in parsed.tags)
+            results.problems.append(f"No thread in these lists is tagged {tags}.")
+            return results
+        catalog_query &= in_tagged
     if parsed.has_attachment:
         catalog_query &= Eq("has_attachment", True)
     if parsed.start or parsed.end:
@@ -305,6 +320,19 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
     results.total = total
     results.hits = hits
     return results
+
+
+def _in_tagged_threads(archive, list_addresses, tags):
+    """Messages of the threads tagged with every one of ``tags``, or None if there are none.
+
+    Tags belong to threads: the messages' thread index finds their
+    messages, per list (a thread key names one thread in each list).
+    """
+    query = None
+    for address, keys in sorted(tagged_thread_keys(archive, list_addresses, tags).items()):
+        part = Eq("list", address) & Any("thread", keys)
+        query = part if query is None else query | part
+    return query
 
 
 def _excluding(terms):

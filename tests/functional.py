@@ -1,5 +1,6 @@
 """Helpers for tests that run kittypyr as a user does: .ini files, processes, mboxes."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -27,6 +28,33 @@ def wait_for_port(port, timeout=30, process=None):
         except OSError:
             time.sleep(0.1)
     raise TimeoutError(f"nothing listens on port {port}")
+
+
+@contextlib.contextmanager
+def zeo_server_in(folder):
+    """Run a ZEO server (the ZEO package's runzeo) on ``folder``; yield its port."""
+    folder = Path(folder)
+    port = free_port()
+    conf = folder / "zeo.conf"
+    conf.write_text(
+        f"""<zeo>
+  address 127.0.0.1:{port}
+</zeo>
+<filestorage 1>
+  path {folder}/Data.fs
+  blob-dir {folder}/blobs
+</filestorage>
+"""
+    )
+    log = open(folder / "zeo.log", "wb")
+    server = subprocess.Popen([str(VENV_BIN / "runzeo"), "-C", str(conf)], stdout=log, stderr=log)
+    try:
+        wait_for_port(port, process=server)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
 
 
 def write_config(folder, uri=None, port=None, includes="", extra=""):

@@ -9,35 +9,23 @@ import urllib.request
 import pytest
 import transaction
 
-from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, wait_for_port, write_config
+from tests.functional import (
+    VENV_BIN,
+    free_port,
+    kittypyr,
+    mbox_bytes,
+    wait_for_port,
+    write_config,
+    zeo_server_in,
+)
 from tests.test_cli import LIST, corpus
 
 
 @pytest.fixture(scope="session")
 def zeo_server(tmp_path_factory):
     """One ZEO server (the ZEO package's runzeo) for the test session."""
-    folder = tmp_path_factory.mktemp("zeo")
-    port = free_port()
-    conf = folder / "zeo.conf"
-    conf.write_text(
-        f"""<zeo>
-  address 127.0.0.1:{port}
-</zeo>
-<filestorage 1>
-  path {folder}/Data.fs
-  blob-dir {folder}/blobs
-</filestorage>
-"""
-    )
-    log = open(folder / "zeo.log", "wb")
-    server = subprocess.Popen([str(VENV_BIN / "runzeo"), "-C", str(conf)], stdout=log, stderr=log)
-    try:
-        wait_for_port(port, process=server)
+    with zeo_server_in(tmp_path_factory.mktemp("zeo")) as port:
         yield port
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
 
 
 def zeo_config(folder, port, web_port):

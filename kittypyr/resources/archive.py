@@ -5,6 +5,7 @@ from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
 
 from kittypyr.resources.admin import AuditLog, SiteAdmin
 from kittypyr.resources.api import ApiRoot
+from kittypyr.resources.community import add_community
 from kittypyr.resources.containers import Container
 from kittypyr.resources.quarantine import Quarantine
 
@@ -23,11 +24,11 @@ def new_quarantine(archive):
 class Archive(Persistent):
     """The root resource (``__name__ == ''``).
 
-    Its traversable children are ``list``, the JSON ``api`` and the site
-    administrators' ``admin`` pages. The quarantine of unreadable mail is an
-    attribute too: only admins see it. The catalog and its document map,
-    and the audit log of administrative acts, are attributes, deliberately
-    out of traversal's reach.
+    Its traversable children are ``list``, ``users`` (profiles), the JSON
+    ``api`` and the site administrators' ``admin`` pages. The quarantine of
+    unreadable mail is an attribute too: only admins see it. The catalog and
+    its document map, and the audit log of administrative acts, are
+    attributes, deliberately out of traversal's reach.
     """
 
     __name__ = ""
@@ -48,6 +49,7 @@ class Archive(Persistent):
         self.document_map = None
         self.quarantine = new_quarantine(self)
         self.audit_log = AuditLog()
+        add_community(self)
 
     def __getitem__(self, name):
         if name == "list":
@@ -56,6 +58,8 @@ class Archive(Persistent):
             return ApiRoot(self)
         if name == "admin":
             return SiteAdmin(self)
+        if name == "users":
+            return self.people
         raise KeyError(name)
 
     def get(self, name, default=None):

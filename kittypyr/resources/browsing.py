@@ -39,3 +39,26 @@ class ThreadAlias:
         self.__name__ = name
         self.__parent__ = threads
         self.target = target
+
+
+class TagFolder:
+    """``/list/<address>/tag/``: the tags readers gave the list's threads."""
+
+    def __init__(self, mailing_list):
+        self.__name__ = "tag"
+        self.__parent__ = mailing_list
+        self.mailing_list = mailing_list
+
+    def __getitem__(self, name):
+        # Any name: the tag page shows what it is, or leads to its usual spelling.
+        return Tag(self, name)
+
+
+class Tag:
+    """``/list/<address>/tag/<tag>/``: the list's threads with that tag."""
+
+    def __init__(self, folder, tag):
+        self.__name__ = tag
+        self.__parent__ = folder
+        self.tag = tag
+        self.mailing_list = folder.mailing_list

@@ -8,7 +8,7 @@ from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated
 
 from kittypyr.resources.admin import ListAdmin
-from kittypyr.resources.browsing import ThreadAlias, Year
+from kittypyr.resources.browsing import TagFolder, ThreadAlias, Year
 from kittypyr.resources.containers import Container
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
 
@@ -80,11 +80,16 @@ class Threads(Container):
         return None
 
 
+# What readers who may post may also do: vote on messages, tag threads,
+# keep favourites and their read marks.
+COMMUNITY_PERMISSIONS = ("vote", "tag", "follow")
+
+
 class MailingList(Persistent):
     """The archive of one list, named by its posting address.
 
-    Fixed children: ``message`` (by Message-ID hash) and ``thread``, and
-    ``admin``, the moderators' pages.
+    Fixed children: ``message`` (by Message-ID hash), ``thread``, ``tag``,
+    and ``admin``, the moderators' pages.
     """
 
     __name__ = None
@@ -106,10 +111,13 @@ class MailingList(Persistent):
             (Allow, f"moderator:{address}", ("view", "post", "moderate")),
             (Allow, f"member:{address}", ("view", "post")),
         ]
+        acl += [(Allow, f"{role}:{address}", COMMUNITY_PERMISSIONS)
+                for role in ("owner", "moderator", "member")]
         if self.archive_policy == "private":
             acl.append(DENY_ALL)
         else:
             acl.append((Allow, Authenticated, "post"))
+            acl.append((Allow, Authenticated, COMMUNITY_PERMISSIONS))
         return acl
 
     def __init__(self, address, display_name="", description=""):
@@ -135,6 +143,8 @@ class MailingList(Persistent):
             return self.threads
         if name == "admin":
             return ListAdmin(self)
+        if name == "tag":
+            return TagFolder(self)
         if len(name) == 4 and name.isdigit():
             return Year(self, int(name))
         raise KeyError(name)

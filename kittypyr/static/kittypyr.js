@@ -38,6 +38,7 @@
   });
 
   // Remember the reader's threaded / by-date choice.
+  var leaving = false;
   var toggle = document.querySelector("nav.view-toggle");
   if (toggle) {
     toggle.querySelectorAll("a[data-view]").forEach(function (link) {
@@ -48,6 +49,171 @@
     var wanted = null;
     try { wanted = localStorage.getItem("kittypyr-view"); } catch (e) { /* private mode */ }
     var link = wanted && toggle.querySelector('a[data-view="' + wanted + '"]');
-    if (link) { window.location.replace(link.href + window.location.hash); }
+    if (link) {
+      leaving = true;
+      window.location.replace(link.href + window.location.hash);
+    }
+  }
+
+  // Votes without reloading: the same form, its answer as JSON.
+  var VOTE_TITLES = {"1": ["This message helped", "Take back your vote"],
+                     "-1": ["This message did not help", "Take back your vote"]};
+
+  function showVote(form, answer) {
+    var score = form.querySelector(".score");
+    score.textContent = answer.score;
+    score.setAttribute("title", answer.up + " up, " + answer.down + " down");
+    [["button.vote-up", 1], ["button.vote-down", -1]].forEach(function (pair) {
+      var button = form.querySelector(pair[0]);
+      var pressed = answer.mine === pair[1];
+      button.value = pressed ? "0" : String(pair[1]);
+      button.setAttribute("aria-pressed", pressed ? "true" : "false");
+      button.setAttribute("title", VOTE_TITLES[String(pair[1])][pressed ? 1 : 0]);
+    });
+    var total = document.getElementById("thread-score");
+    if (total) { total.textContent = answer.thread_score; }
+    // Every name of the same sender on the page shows their new reputation.
+    var article = form.closest("article.message");
+    var link = article && article.querySelector(".sender a");
+    if (link) {
+      document.querySelectorAll(".sender a").forEach(function (other) {
+        var badge = other.parentNode.querySelector(".reputation");
+        if (other.getAttribute("href") === link.getAttribute("href") && badge) {
+          badge.textContent = (answer.reputation >= 0 ? "+" : "") + answer.reputation;
+        }
+      });
+    }
+  }
+
+  function voteProblem(form, text) {
+    var problem = form.querySelector(".vote-problem");
+    if (!problem) {
+      problem = document.createElement("span");
+      problem.className = "vote-problem";
+      problem.setAttribute("role", "alert");
+      form.appendChild(problem);
+    }
+    problem.textContent = text;
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var button = event.submitter;
+    if (!form.matches("footer.votes form.vote") || !button || !window.fetch) { return; }
+    event.preventDefault();
+    var data = new FormData(form);
+    data.append(button.name, button.value);
+    form.setAttribute("aria-busy", "true");
+    fetch(form.action, {method: "POST", body: data, credentials: "same-origin",
+                        headers: {"Accept": "application/json"}})
+      .then(function (response) {
+        return response.json().then(function (answer) {
+          if (!response.ok) { throw new Error(answer.error || response.statusText); }
+          voteProblem(form, "");
+          showVote(form, answer);
+        });
+      })
+      .catch(function (error) { voteProblem(form, "Your vote was not counted: " + error.message); })
+      .then(function () { form.removeAttribute("aria-busy"); });
+  });
+
+  // Read marks for readers who are not logged in, kept in this browser only
+  // (the server keeps them for logged-in readers and writes them in the page).
+  var READ_KEY = "kittypyr-read";
+  var MAX_THREADS = 5000;
+
+  function loadRead() {
+    try {
+      var stored = JSON.parse(localStorage.getItem(READ_KEY) || "{}");
+      return {seen: stored.seen || {}, since: stored.since || {}};
+    } catch (e) { return null; }
+  }
+
+  function saveRead(read) {
+    var keys = Object.keys(read.seen);
+    if (keys.length > MAX_THREADS) {
+      // Forget the threads read longest ago.
+      keys.sort(function (a, b) { return read.seen[a] - read.seen[b]; });
+      keys.slice(0, keys.length - MAX_THREADS).forEach(function (key) { delete read.seen[key]; });
+    }
+    try { localStorage.setItem(READ_KEY, JSON.stringify(read)); } catch (e) { /* full or private mode */ }
+  }
+
+  function mark(className, text) {
+    var node = document.createElement("strong");
+    node.className = className;
+    node.textContent = text;
+    return node;
+  }
+
+  // Not on a page about to be replaced by the reader's preferred view: that one marks.
+  var read = document.getElementById("logout") || leaving ? null : loadRead();
+  if (read) {
+    var thread = document.querySelector("section.thread-community[data-thread]");
+    if (thread) {
+      var key = thread.getAttribute("data-thread");
+      var listAddress = key.split("/")[0];
+      var seen = key in read.seen ? read.seen[key] : read.since[listAddress];
+      var fresh = [];
+      if (seen !== undefined) {
+        messages().forEach(function (article) {
+          var time = article.querySelector("time[datetime]");
+          if (time && Date.parse(time.getAttribute("datetime")) / 1000 > seen) {
+            article.classList.add("is-new");
+            article.querySelector(".who").insertAdjacentElement("afterend", mark("new-mark", "new"));
+            fresh.push(article);
+          }
+        });
+      }
+      if (fresh.length) {
+        var jump = document.createElement("p");
+        jump.className = "jump";
+        var link = document.createElement("a");
+        link.className = "first-unread";
+        link.href = "#" + fresh[0].id;
+        link.textContent = "Jump to the first unread message";
+        var count = document.createElement("span");
+        count.className = "meta";
+        count.textContent = " (" + fresh.length + " new since your last visit)";
+        jump.appendChild(link);
+        jump.appendChild(count);
+        thread.querySelector(".thread-votes").insertAdjacentElement("afterend", jump);
+      }
+      read.seen[key] = parseFloat(thread.getAttribute("data-last"));
+      saveRead(read);
+    }
+
+    var listed = document.querySelectorAll(".thread-marks[data-thread]");
+    listed.forEach(function (marks) {
+      var key = marks.getAttribute("data-thread");
+      var listAddress = key.split("/")[0];
+      if (read.since[listAddress] === undefined) {
+        // A first visit: what is there already counts as read.
+        read.since[listAddress] = parseFloat(marks.getAttribute("data-watermark"));
+      }
+      var seen = key in read.seen ? read.seen[key] : read.since[listAddress];
+      if (parseFloat(marks.getAttribute("data-last")) > seen && !marks.querySelector(".unread-mark")) {
+        marks.insertBefore(mark("unread-mark", "unread"), marks.firstChild);
+      }
+    });
+    if (listed.length) { saveRead(read); }
+
+    var lists = document.querySelector("nav.thread-lists");
+    if (lists && listed.length) {
+      var everything = document.createElement("button");
+      everything.type = "button";
+      everything.className = "link mark-read";
+      everything.textContent = "Mark everything read";
+      everything.addEventListener("click", function () {
+        var listAddress = listed[0].getAttribute("data-thread").split("/")[0];
+        read.since[listAddress] = parseFloat(listed[0].getAttribute("data-watermark"));
+        Object.keys(read.seen).forEach(function (key) {
+          if (key.split("/")[0] === listAddress) { delete read.seen[key]; }
+        });
+        saveRead(read);
+        document.querySelectorAll(".thread-marks .unread-mark").forEach(function (node) { node.remove(); });
+      });
+      lists.appendChild(everything);
+    }
   }
 })();

@@ -3,6 +3,7 @@
 from pyramid.traversal import find_interface
 
 from kittypyr.resources import MailingList
+from kittypyr.views.community import current_reader
 
 
 def current_list(request):
@@ -13,5 +14,6 @@ def current_list(request):
 
 def includeme(config):
     config.add_request_method(current_list, "current_list", reify=True)
+    config.add_request_method(current_reader, "reader", reify=True)
     config.add_static_view("static", "kittypyr:static", cache_max_age=3600)
     config.scan("kittypyr.views")

@@ -7,7 +7,10 @@ from kittypyr.queries import month_threads, recent_threads
 from kittypyr.resources import Archive, MailingList, MailingLists
 from kittypyr.resources.browsing import Month, Year
 from kittypyr.stats import activity_of, today
+from kittypyr.tags import list_tags
+from kittypyr.views.community import fingerprint, marks_fingerprint, thread_marks, track_list
 from kittypyr.views.presentation import Page, activity_chart, page_number, set_validators, sparkline
+from kittypyr.votes import top_threads
 
 MONTH_PAGE_SIZE = 50
 
@@ -53,18 +56,28 @@ def lists_folder(context, request):
 def list_overview(context, request):
     day = today()
     activity = activity_of(context)
-    set_validators(request, None, "list", context.message_count, len(activity.thread_starts), day)
     threads = context.threads
     busiest = []
     for key, count in activity.busiest_threads(day):
         thread = threads.data.get(key) or threads.resolve_alias(key)
         if thread is not None and thread not in (t for t, _ in busiest):
             busiest.append((thread, count))
+    recent = recent_threads(context, limit=15)
+    newest = [threads.data[k] for k in activity.newest_thread_keys(10) if k in threads.data]
+    popular = top_threads(context, 10)
+    tags = list_tags(context)
+    track_list(request, context)
+    marks = thread_marks(request, recent + newest + [t for t, _ in busiest] + popular)
+    set_validators(request, None, "list", context.message_count, len(activity.thread_starts), day,
+                   marks_fingerprint(marks), fingerprint(tags))
     return {
         "mailing_list": context,
-        "recent_threads": recent_threads(context, limit=15),
-        "new_threads": [threads.data[k] for k in activity.newest_thread_keys(10) if k in threads.data],
+        "recent_threads": recent,
+        "new_threads": newest,
         "busiest_threads": busiest[:10],
+        "popular_threads": popular,
+        "tags": tags[:30],
+        "marks": marks,
         "top_senders": activity.top_senders(day),
         "months": list(reversed(activity.months())),
         "chart": activity_chart([c for _, c in activity.daily_counts(day, 30)]),
@@ -81,6 +94,10 @@ def month_page(context, request):
     number = max(1, page_number(request))
     total, threads = month_threads(context, (number - 1) * MONTH_PAGE_SIZE, MONTH_PAGE_SIZE)
     page = Page(number, total, MONTH_PAGE_SIZE)
+    track_list(request, context.mailing_list)
+    marks = thread_marks(request, threads)
     set_validators(request, None, "month", context.key, page.number,
-                   activity_of(context.mailing_list).per_month.get(context.key, 0), total)
-    return {"month": context, "mailing_list": context.mailing_list, "threads": threads, "page": page}
+                   activity_of(context.mailing_list).per_month.get(context.key, 0), total,
+                   marks_fingerprint(marks))
+    return {"month": context, "mailing_list": context.mailing_list, "threads": threads, "page": page,
+            "marks": marks}

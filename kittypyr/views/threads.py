@@ -12,6 +12,7 @@ from kittypyr.queries import neighbour_threads
 from kittypyr.rendering import render_body
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.browsing import ThreadAlias
+from kittypyr.views.community import annotate_messages, entries_fingerprint, thread_community
 from kittypyr.views.presentation import (
     avatar,
     display_name,
@@ -94,8 +95,10 @@ class ThreadViews:
         else:
             entries = [message_entry(messages[name], depth) for name, depth in thread.walk()]
         older, newer = neighbour_threads(thread)
+        community = thread_community(self.request, thread, entries)
         set_validators(self.request, thread.last_date, thread.__name__, len(thread),
-                       int(thread.last_date.timestamp()), "flat" if flat else "tree")
+                       int(thread.last_date.timestamp()), "flat" if flat else "tree",
+                       community["fingerprint"])
         return {
             "thread": thread,
             "mailing_list": thread.mailing_list,
@@ -105,6 +108,7 @@ class ThreadViews:
             "newer": newer,
             "started": format_date(thread.date_started),
             "moderator": bool(self.request.has_permission("moderate", thread)),
+            "community": community,
         }
 
 
@@ -137,12 +141,14 @@ class MessageViews:
                     "date": format_date(other.date),
                     "current": other is message,
                 })
+        entry = annotate_messages(self.request, [message_entry(message)])[0]
         set_validators(self.request, message.date, message.__name__,
-                       thread.__name__ if thread is not None else "", len(outline))
+                       thread.__name__ if thread is not None else "", len(outline),
+                       entries_fingerprint([entry]))
         return {
             "mailing_list": mailing_list,
             "thread": thread,
-            "entry": message_entry(message),
+            "entry": entry,
             "outline": outline,
             "moderator": bool(self.request.has_permission("moderate", message)),
         }

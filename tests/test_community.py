@@ -508,3 +508,27 @@ def test_votes_and_tags_follow_a_thread_into_the_one_that_absorbs_it(site, mailm
     assert [li.a["href"] for li in tagged.html.select("ol.threads li")] == ["http://localhost" + joined]
     items = carol.get(f"/list/{PUBLIC}/threads", {"sort": "popularity"}).html.select("ol.threads li")
     assert items[0].a.text == "Late" and "+1 votes" in items[0].text
+
+
+# Administration meets community
+
+
+def test_deleting_a_message_takes_its_votes_and_post_out_of_the_senders_profile(site, mailman):
+    for voter in (CAROL, DAVE):
+        vote(reader(site, voter).get(THREAD), 1, 0)
+    vote(reader(site, CAROL).get(OTHER_THREAD), 3, 0)
+    page = reader(site).get(THREAD)
+    bob = profile_link(page, 1)
+    profile = reader(site).get(bob)
+    assert profile.html.select_one("strong.reputation").text == "3"
+    assert profile.html.select_one("dd.total").text == "2"
+
+    owner = reader(site, ADA[1])  # an owner of the public list
+    owner.get(f"/list/{PUBLIC}/message/{h(1)}/delete").forms["moderate-form"].submit(status=303)
+
+    profile = reader(site).get(bob)
+    assert profile.html.select_one("strong.reputation").text == "1"  # only TLB sizes' vote is left
+    assert profile.html.select_one("dd.total").text == "1"
+    page = reader(site).get(THREAD)
+    assert article(page, 1) is None
+    assert article(page, 0).select_one(".reputation").text == "+0"

@@ -12,11 +12,14 @@ from pyramid.config import Configurator
 from ZODB import DB
 from ZODB.FileStorage import FileStorage
 
+from kittypyr import PARTS
 from kittypyr.bootstrap import bootstrap_archive
+
+WEB_PARTS = ("kittypyr.security", "kittypyr.mailman", "kittypyr.views")
 
 
 class FreshArchive:
-    """An archive in a new temporary FileStorage, with the catalog subscribers active."""
+    """An archive in a new temporary FileStorage, with the subscribers that keep its data active."""
 
     def __init__(self, folder=None, cache_size=20000):
         # A folder made here is removed by close(); one given is kept.
@@ -25,7 +28,11 @@ class FreshArchive:
         self.data_fs = self.folder / "Data.fs"
         self.blobs = self.folder / "blobs"
         self.config = Configurator(settings={})
-        self.config.include("kittypyr.catalog")
+        # Everything that keeps data in step as mail arrives (catalog,
+        # statistics, profiles...), as `kittypyr import` has it; not the web.
+        for part in PARTS:
+            if part not in WEB_PARTS:
+                self.config.include(part)
         self.config.commit()
         self.config.begin()
         self.db = DB(FileStorage(str(self.data_fs), blob_dir=str(self.blobs)), cache_size=cache_size)

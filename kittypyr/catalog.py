@@ -194,9 +194,10 @@ def _unindexed_as_tree(index):
     return index
 
 
-def make_text_index():
+def make_text_index(discriminator=get_text):
+    """A full-text index with kittypyr's compact lexicon and postings."""
     lexicon = Lexicon()
-    return _unindexed_as_tree(CatalogTextIndex(get_text, lexicon=lexicon, index=OkapiIndex(lexicon)))
+    return _unindexed_as_tree(CatalogTextIndex(discriminator, lexicon=lexicon, index=OkapiIndex(lexicon)))
 
 
 def _field(discriminator, factory=CatalogFieldIndex):

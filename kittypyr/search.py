@@ -20,11 +20,10 @@ from datetime import datetime, timezone
 
 from markupsafe import Markup
 from pyramid.traversal import find_resource, find_root
-from repoze.catalog.indexes.text import CatalogTextIndex
 from repoze.catalog.query import Any, Contains, DoesNotContain, Eq, InRange
 from zope.index.text.parsetree import ParseError
 
-from kittypyr.catalog import search
+from kittypyr.catalog import make_text_index, search
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
@@ -394,4 +393,4 @@ def visible_list_addresses(request):
 
 
 def includeme(config):
-    config.add_catalog_index("subject", lambda: CatalogTextIndex(get_subject))
+    config.add_catalog_index("subject", lambda: make_text_index(get_subject))

@@ -36,8 +36,25 @@ def _stamp(moment):
 
 def list_watermark(mailing_list):
     """The date of the list's newest message, as a timestamp (0 for an empty list)."""
-    newest = recent_threads(mailing_list, limit=1)
-    return _stamp(newest[0].last_date) if newest else 0.0
+    key = _watermark_key(mailing_list)
+    known = _watermarks.get(key)
+    if known is None:
+        newest = recent_threads(mailing_list, limit=1)
+        known = _watermarks[key] = _stamp(newest[0].last_date) if newest else 0.0
+        if len(_watermarks) > 10_000:
+            _watermarks.clear()
+    return known
+
+
+# Every list page asks; the answer changes only when the list gains or loses
+# messages, so it is kept per process, keyed by the message count.
+_watermarks = {}
+
+
+def _watermark_key(mailing_list):
+    jar = mailing_list._p_jar
+    storage = jar.db().storage.getName() if jar is not None else None
+    return storage, mailing_list._p_oid or id(mailing_list), mailing_list.address, mailing_list.message_count
 
 
 # Favourites

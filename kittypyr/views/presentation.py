@@ -4,6 +4,7 @@ Plain functions of their inputs, so they are testable without a request.
 Anything that returns markup escapes what it embeds.
 """
 
+import functools
 import hashlib
 import math
 
@@ -41,8 +42,12 @@ def initials(name):
     return (words[0][0] + words[-1][0]).upper()
 
 
+@functools.lru_cache(maxsize=20_000)
 def avatar(name, address, size=40):
-    """An inline SVG avatar coloured by a hash of the address: no outside request."""
+    """An inline SVG avatar coloured by a hash of the address: no outside request.
+
+    Kept per process: a busy thread shows the same few people many times.
+    """
     digest = hashlib.sha1((address or name or "").lower().encode("utf-8")).digest()
     hue = int.from_bytes(digest[:2], "big") % 360
     label = initials(display_name(name, address))

@@ -49,3 +49,24 @@ def mailman_stack(tmp_path_factory):
         yield stack
     finally:
         stack.stop()
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium, driven by Playwright, started once a session."""
+    import os
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Chromium is missing: `make test` installs Debian's chromium package")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"],
+        )
+        yield browser
+        browser.close()

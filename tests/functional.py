@@ -57,6 +57,20 @@ def zeo_server_in(folder):
         log.close()
 
 
+@contextlib.contextmanager
+def served(config, port, env=None):
+    """pserve on ``config`` (listening on ``port``) while the block runs; yield its base URL."""
+    log = open(Path(config).parent / "server.log", "ab")
+    process = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log, env=env)
+    try:
+        wait_for_port(port, process=process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
 def write_config(folder, uri=None, port=None, includes="", extra=""):
     """Write an .ini like development.ini into ``folder``; return its path."""
     folder = Path(folder)

@@ -1,18 +1,14 @@
 """A real browser (Debian's Chromium, driven by Playwright) on a running server."""
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, wait_for_port, write_config
+from tests.functional import free_port, kittypyr, mbox_bytes, served, write_config
 from tests.test_pages import CORPUS, LIST, h
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
-sync_api = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture(scope="module")
@@ -23,30 +19,15 @@ def server(tmp_path_factory):
     mbox = folder / "fixture.mbox"
     mbox.write_bytes(mbox_bytes(CORPUS))
     kittypyr("import", config, LIST, mbox, check=True)
-    log = open(folder / "server.log", "wb")
-    process = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
-    try:
-        wait_for_port(port, process=process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
+    with served(config, port) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def page():
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is missing: `make test` installs Debian's chromium package")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-        )
-        page = browser.new_page()
-        yield page
-        browser.close()
+def page(chromium):
+    page = chromium.new_page()
+    yield page
+    page.close()
 
 
 def test_thread_page_in_a_real_browser(server, page):

@@ -1,13 +1,12 @@
 """Voting, tagging and read marks in a real browser (Debian's Chromium, driven by Playwright)."""
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, wait_for_port, write_config
-from tests.test_browser import ARTIFACTS, CHROMIUM
+from tests.functional import free_port, kittypyr, mbox_bytes, served, write_config
+from tests.test_browser import ARTIFACTS
 from tests.test_pages import CORPUS, LIST, h
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -29,29 +28,8 @@ def server(tmp_path_factory):
     # Both load the test-only package tests.fake_accounts.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     kittypyr("import", config, LIST, mbox, check=True, env={"PYTHONPATH": str(ROOT)})
-    log = open(folder / "server.log", "wb")
-    process = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log, env=env)
-    try:
-        wait_for_port(port, process=process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is missing: `make test` installs Debian's chromium package")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-        )
-        yield browser
-        browser.close()
+    with served(config, port, env=env) as url:
+        yield url
 
 
 def watched(context):
@@ -63,8 +41,8 @@ def watched(context):
     return page, errors
 
 
-def test_voting_and_tagging_when_logged_in(server, browser):
-    context = browser.new_context()
+def test_voting_and_tagging_when_logged_in(server, chromium):
+    context = chromium.new_context()
     page, errors = watched(context)
     page.goto(f"{server}/login")
     page.fill("#login-form input[name=address]", VOTER[0])
@@ -126,8 +104,8 @@ def test_voting_and_tagging_when_logged_in(server, browser):
     context.close()
 
 
-def test_read_marks_of_a_reader_who_is_not_logged_in(server, browser):
-    context = browser.new_context()
+def test_read_marks_of_a_reader_who_is_not_logged_in(server, chromium):
+    context = chromium.new_context()
     page, errors = watched(context)
     page.goto(f"{server}/list/{LIST}/")
     item = page.locator(f"section.recent li:has(a[href$='{h(0)}/'])")

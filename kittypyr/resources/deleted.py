@@ -27,12 +27,12 @@ class Tombstone:
         return f"<Tombstone {self.deleted_at.isoformat()} thread={self.thread} parent={self.parent}>"
 
 
-class DeletedMessage:
-    """``/list/<address>/message/<hash>/`` of a deleted message (made by traversal)."""
+class _Gone:
+    """What traversal finds where something was deleted: its tombstone, placed."""
 
-    def __init__(self, name, messages, tombstone):
+    def __init__(self, name, container, tombstone):
         self.__name__ = name
-        self.__parent__ = messages
+        self.__parent__ = container
         self.tombstone = tombstone
 
     @property
@@ -42,6 +42,10 @@ class DeletedMessage:
     @property
     def deleted_at(self):
         return self.tombstone.deleted_at
+
+
+class DeletedMessage(_Gone):
+    """``/list/<address>/message/<hash>/`` of a deleted message (made by traversal)."""
 
     def thread(self):
         """The live thread the message was in (followed through merges), or None."""
@@ -52,18 +56,5 @@ class DeletedMessage:
         return threads.data.get(key) or threads.resolve_alias(key)
 
 
-class DeletedThread:
+class DeletedThread(_Gone):
     """``/list/<address>/thread/<key>/`` of a thread deleted whole (made by traversal)."""
-
-    def __init__(self, name, threads, tombstone):
-        self.__name__ = name
-        self.__parent__ = threads
-        self.tombstone = tombstone
-
-    @property
-    def mailing_list(self):
-        return self.__parent__.__parent__
-
-    @property
-    def deleted_at(self):
-        return self.tombstone.deleted_at

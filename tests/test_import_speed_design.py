@@ -7,6 +7,8 @@ connection as they are made; none of it may change what is stored or found,
 nor what concurrent writers can merge.
 """
 
+import os
+
 import transaction
 from repoze.catalog.indexes.text import CatalogTextIndex
 from ZODB import DB
@@ -506,3 +508,24 @@ def test_parser_processes_deliver_every_message_in_order(tmp_path):
             (f.path, f.read, f.error) for f in inline_report.files
         ]
     assert inline_report.file(str(broken)).error
+
+
+def test_originals_are_records_and_large_ones_blobs(archive):
+    from ZODB.blob import Blob
+
+    from kittypyr.resources.message import ORIGINAL_RECORD_MAX, CompressedOriginal
+
+    mailing_list = ensure_mailing_list(archive, "dev@example.org")
+    small = _raw(1)
+    # Random bytes do not compress: this one's original stays a file.
+    large = make_message(message_id="<large@example.org>", subject="Large",
+                         body=multipart("mixed", text_part("See the dump.\n"),
+                                        mb_attachment(os.urandom(ORIGINAL_RECORD_MAX), "application/octet-stream",
+                                                      "dump.bin")))
+    first = archive_message(mailing_list, small)
+    second = archive_message(mailing_list, large)
+    transaction.commit()
+    assert isinstance(first.original, CompressedOriginal) and first.original_bytes() == small
+    assert isinstance(second.original, Blob) and second.original_bytes() == large
+    with first.open_original() as read:
+        assert read.read() == small

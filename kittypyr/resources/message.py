@@ -1,6 +1,7 @@
 """A stored email and its attachments."""
 
 import gzip
+import io
 from datetime import timezone
 
 from persistent import Persistent
@@ -34,6 +35,35 @@ def compress_original(parsed):
     return gzip.compress(parsed.raw, compresslevel=6, mtime=0)
 
 
+# Originals compressed to this size or less are records of their own, not
+# blob files: nearly all mail (a few kilobytes), while large ones, mostly
+# attachments, stay files.
+ORIGINAL_RECORD_MAX = 256 * 1024
+
+
+class CompressedOriginal(Persistent):
+    """A message's original bytes, gzip-compressed, as a record of its own.
+
+    Read like a blob (``open("r")``), loaded only when the original is
+    read, and without a file each: making one file per message was most of
+    an import's cost in the storage.
+    """
+
+    def __init__(self, data):
+        self.data = data
+
+    def open(self, mode="r"):
+        if mode != "r":
+            raise ValueError("a stored original is read-only")
+        return io.BytesIO(self.data)
+
+
+def _store_original(data, jar):
+    if len(data) <= ORIGINAL_RECORD_MAX:
+        return CompressedOriginal(data)
+    return _blob_with(data, jar)
+
+
 class Attachment(Persistent):
     """One MIME part kept as bytes in a ZODB blob.
 
@@ -63,7 +93,7 @@ class Message(Persistent):
     Its ``__name__`` is the Message-ID hash; ``parent`` and ``thread`` hold
     the hashes of its parent message and of its thread's key, so that moving
     a message between threads never changes its URL. The original bytes are
-    kept in a blob.
+    kept compressed, in a record of their own (a blob when large).
     """
 
     __name__ = None
@@ -94,7 +124,7 @@ class Message(Persistent):
         self.size = len(parsed.raw) if size is None else size
         # gzip-compressed: mail shrinks three- to fourfold, and a blob file
         # stays readable with zcat.
-        self.original = _blob_with(compress_original(parsed), jar)
+        self.original = _store_original(compress_original(parsed), jar)
         attachments = []
         for part in parsed.attachments:
             attachment = Attachment(part.index, part.filename, part.content_type, part.data, jar)

@@ -22,6 +22,11 @@ from kittypyr.msgid import message_id_hash
 log = logging.getLogger(__name__)
 
 
+def list_id_of(list_address):
+    """Mailman's list id for a posting address: ``dev@example.org`` -> ``dev.example.org``."""
+    return list_address.lower().replace("@", ".", 1)
+
+
 def archiver_key(registry):
     return registry.settings.get("kittypyr.archiver_key", "")
 

@@ -260,7 +260,7 @@ def find_message(mailing_list, reference):
     if kind == "message":
         return messages.data.get(name)
     threads = mailing_list.threads
-    thread = threads.data.get(name) or threads.resolve_alias(name)
+    thread = threads.live(name)
     if thread is None or thread.starter is None:
         return None
     return messages.data.get(thread.starter)

@@ -88,7 +88,7 @@ def recent_threads(archive, address, list_addresses, limit=10):
     seen = set()
     for message in messages:
         threads = message.mailing_list.threads
-        thread = threads.data.get(message.thread) or threads.resolve_alias(message.thread)
+        thread = threads.live(message.thread)
         if thread is None or (message.mailing_list.address, thread.__name__) in seen:
             continue
         seen.add((message.mailing_list.address, thread.__name__))

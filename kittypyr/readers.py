@@ -87,7 +87,7 @@ def favourite_threads(archive, reader, list_addresses):
         if list_address not in visible or mailing_list is None:
             continue
         threads = mailing_list.threads
-        thread = threads.data.get(key) or threads.resolve_alias(key)
+        thread = threads.live(key)
         if thread is not None:
             found.append((thread, added))
     found.sort(key=lambda item: item[1], reverse=True)

@@ -11,8 +11,9 @@ Permissions are checked against the ``__acl__`` of the resources (see
 - ``system.Everyone`` for all, ``system.Authenticated`` and ``user:<address>``
   once logged in;
 - ``site-admin`` for the addresses in ``kittypyr.admins``;
-- ``<role>:<list address>`` for each role the user has on a list in Mailman
-  (``member:dev@lists.example.org``, ``owner:...``, ``moderator:...``).
+- ``<role>:<list id>`` for each role the user has on a list in Mailman, by
+  Mailman's list id (``member:dev.lists.example.org``, ``owner:...``,
+  ``moderator:...``), as ``MailingList.__acl__`` names them.
 
 ``view`` is every page's default permission, so a private list's pages,
 raw messages, attachments and API answers are closed to anyone else without
@@ -33,7 +34,7 @@ from pyramid.authorization import ACLHelper, Authenticated, Everyone
 from pyramid.session import SignedCookieSessionFactory
 from pyramid.settings import aslist
 
-from kittypyr.mailman import mailman_client
+from kittypyr.mailman import list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,6 @@ class User:
     @property
     def name(self):
         return self.display_name or self.address.split("@", 1)[0]
-
-
-def list_id_of(list_address):
-    """Mailman's list id for a posting address: ``dev@example.org`` -> ``dev.example.org``."""
-    return list_address.lower().replace("@", ".", 1)
 
 
 class Memberships:
@@ -148,12 +144,8 @@ def principals(request):
     found += [Authenticated, f"user:{user.address}"]
     if user.address in site_admins(request.registry):
         found.append(SITE_ADMIN)
-    # Roles are keyed by list id; the ACLs by posting address.
-    addresses = {list_id_of(address): address for address in request.root.lists.keys()}
     for list_id, roles in request.user_roles.items():
-        address = addresses.get(list_id)
-        if address is not None:
-            found += [f"{role}:{address}" for role in roles]
+        found += [f"{role}:{list_id}" for role in roles]
     return found
 
 

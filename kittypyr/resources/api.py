@@ -90,7 +90,7 @@ class ApiThreads(_Node):
 class ApiThreadFolder(_Node):
     def __getitem__(self, key):
         threads = self.__parent__.mailing_list.threads
-        thread = threads.data.get(key) or threads.resolve_alias(key)
+        thread = threads.live(key)
         if thread is None:
             return ApiGone(threads[key], key, self)  # KeyError if it never existed
         return ApiThread(thread, key, self)

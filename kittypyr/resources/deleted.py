@@ -53,7 +53,7 @@ class DeletedMessage(_Gone):
         if key is None:
             return None
         threads = self.mailing_list.threads
-        return threads.data.get(key) or threads.resolve_alias(key)
+        return threads.live(key)
 
 
 class DeletedThread(_Gone):

@@ -7,6 +7,7 @@ from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated
 
+from kittypyr.mailman import list_id_of
 from kittypyr.resources.admin import ListAdmin
 from kittypyr.resources.browsing import TagFolder, ThreadAlias, Year
 from kittypyr.resources.containers import Container
@@ -69,6 +70,10 @@ class Threads(Container):
             key = self.aliases[key]
         return key
 
+    def live(self, key):
+        """The thread named ``key``, or the one it was merged into; None if neither."""
+        return self.data.get(key) or self.resolve_alias(key)
+
     def resolve_alias(self, key):
         """Return the live thread that ``key`` was merged into, or None."""
         seen = set()
@@ -104,14 +109,15 @@ class MailingList(Persistent):
     @property
     def __acl__(self):
         """Owners and moderators moderate; a private archive is for members only."""
-        address = self.address
+        # Roles come from Mailman, which names lists by their list id.
+        list_id = self.list_id
         acl = [
             (Allow, "site-admin", ALL_PERMISSIONS),
-            (Allow, f"owner:{address}", ("view", "post", "moderate")),
-            (Allow, f"moderator:{address}", ("view", "post", "moderate")),
-            (Allow, f"member:{address}", ("view", "post")),
+            (Allow, f"owner:{list_id}", ("view", "post", "moderate")),
+            (Allow, f"moderator:{list_id}", ("view", "post", "moderate")),
+            (Allow, f"member:{list_id}", ("view", "post")),
         ]
-        acl += [(Allow, f"{role}:{address}", COMMUNITY_PERMISSIONS)
+        acl += [(Allow, f"{role}:{list_id}", COMMUNITY_PERMISSIONS)
                 for role in ("owner", "moderator", "member")]
         if self.archive_policy == "private":
             acl.append(DENY_ALL)
@@ -158,6 +164,10 @@ class MailingList(Persistent):
     def values(self):
         """Children that hold resources, for walking the tree."""
         return (self.messages, self.threads)
+
+    @property
+    def list_id(self):
+        return list_id_of(self.address)
 
     @property
     def message_count(self):

@@ -59,7 +59,7 @@ def list_overview(context, request):
     threads = context.threads
     busiest = []
     for key, count in activity.busiest_threads(day):
-        thread = threads.data.get(key) or threads.resolve_alias(key)
+        thread = threads.live(key)
         if thread is not None and thread not in (t for t, _ in busiest):
             busiest.append((thread, count))
     recent = recent_threads(context, limit=15)

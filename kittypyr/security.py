@@ -179,47 +179,94 @@ class SecurityPolicy:
 
 
 class LoginThrottle:
-    """Slows down password guessing: after ``limit`` failures within
-    ``window`` seconds for one address or one client, further attempts are
-    refused until the oldest failure ages out. Per process."""
+    """Slows down password guessing without locking out everyone else.
 
-    def __init__(self, limit=5, window=600.0, clock=time.monotonic):
-        self.limit = limit
+    Failures count against the account guessed: after ``account_limit`` of
+    them within ``window`` seconds, from any addresses, that account's
+    logins are refused until the oldest ages out. A client address is
+    refused only when it has ``client_limit`` failures across at least
+    ``client_accounts`` different accounts: many readers behind one NAT or
+    proxy share an address, and one of them guessing one account must not
+    close the door on the others. Attempts refused here are not failures,
+    so a throttled attacker does not keep the door closed any longer.
+
+    Per process: kept in memory, so N processes allow N times the limits.
+    Counting in the database would mean a write, and a conflict risk, at
+    every wrong password.
+    """
+
+    def __init__(self, account_limit=5, client_limit=50, client_accounts=10, window=600.0,
+                 clock=time.monotonic):
+        self.account_limit = account_limit
+        self.client_limit = client_limit
+        self.client_accounts = client_accounts
         self.window = window
         self.clock = clock
+        # ("account", address) or ("client", address) -> [(time, account address)], oldest first.
         self.failures = {}
         self.lock = threading.Lock()
+        self.swept = clock()
 
     def _recent(self, key, now):
-        times = [t for t in self.failures.get(key, ()) if t > now - self.window]
-        if times:
-            self.failures[key] = times
+        entries = [entry for entry in self.failures.get(key, ()) if entry[0] > now - self.window]
+        if entries:
+            self.failures[key] = entries
         else:
             self.failures.pop(key, None)
-        return times
+        return entries
 
-    def wait_seconds(self, *keys):
-        """Seconds until another attempt is allowed for these keys (0: now)."""
+    def _account_wait(self, address, now):
+        entries = self._recent(("account", address), now)
+        if len(entries) < self.account_limit:
+            return 0
+        return entries[-self.account_limit][0] + self.window - now
+
+    def _client_wait(self, client, now):
+        entries = self._recent(("client", client), now)
+        if len(entries) < self.client_limit:
+            return 0
+        latest = {}
+        for when, address in entries:
+            latest[address] = when
+        if len(latest) < self.client_accounts:
+            return 0
+        # Open again as soon as either too few failures or too few accounts
+        # are left within the window.
+        fewer_failures = entries[-self.client_limit][0]
+        fewer_accounts = sorted(latest.values(), reverse=True)[self.client_accounts - 1]
+        return min(fewer_failures, fewer_accounts) + self.window - now
+
+    def wait_seconds(self, address, client):
+        """Seconds until ``client`` may try a password for ``address`` (0: now)."""
         now = self.clock()
         with self.lock:
-            waits = []
-            for key in keys:
-                times = self._recent(key, now)
-                if len(times) >= self.limit:
-                    waits.append(times[-self.limit] + self.window - now)
-        return max(waits, default=0)
+            return max(self._account_wait(address, now), self._client_wait(client, now))
 
-    def failed(self, *keys):
-        now = self.clock()
+    def failed(self, address, client):
+        """Count a wrong password for ``address`` from ``client``."""
         with self.lock:
-            for key in keys:
+            now = self.clock()
+            self._sweep(now)
+            for key in (("account", address), ("client", client)):
                 self._recent(key, now)
-                self.failures.setdefault(key, []).append(now)
+                self.failures.setdefault(key, []).append((now, address))
 
-    def succeeded(self, *keys):
+    def succeeded(self, address):
+        """The right password for ``address``: its failures no longer count.
+
+        The client's do: an attacker's own account must not wipe their record.
+        """
         with self.lock:
-            for key in keys:
-                self.failures.pop(key, None)
+            self.failures.pop(("account", address), None)
+
+    def _sweep(self, now):
+        # Accounts and clients never asked about again would stay forever:
+        # once a window, drop every failure that has aged out.
+        if now - self.swept < self.window:
+            return
+        self.swept = now
+        for key in list(self.failures):
+            self._recent(key, now)
 
 
 login_throttle = LoginThrottle()

@@ -57,8 +57,11 @@ def login(context, request):
     address = request.POST.get("address", "").strip().lower()
     password = request.POST.get("password", "")
     came_from = safe_came_from(request, request.POST.get("came_from"))
-    keys = (f"address:{address}", f"client:{request.client_addr}")
-    wait = login_throttle.wait_seconds(*keys)
+    # REMOTE_ADDR, never X-Forwarded-For (which request.client_addr would
+    # believe from anyone): waitress puts the forwarded address there only
+    # when the request comes from its trusted_proxy.
+    client = request.remote_addr
+    wait = login_throttle.wait_seconds(address, client)
     if wait > 0:
         request.response.headers["Retry-After"] = str(int(wait) + 1)
         return _login_form(request, came_from, address, status=429, error=(
@@ -66,7 +69,7 @@ def login(context, request):
     try:
         address, display_name, user_id = check_login(request.registry, address, password)
     except LoginRefused:
-        login_throttle.failed(*keys)
+        login_throttle.failed(address, client)
         return _login_form(request, came_from, address, status=403,
                            error="The address or the password is not right.")
     except AddressNotVerified:
@@ -76,7 +79,7 @@ def login(context, request):
         log.warning("login of %s impossible: %s", address, exc)
         return _login_form(request, came_from, address, status=503,
                            error="Accounts cannot be checked right now. Please try again later.")
-    login_throttle.succeeded(f"address:{address}")
+    login_throttle.succeeded(address)
     headers = remember(request, User(address, display_name, user_id))
     return HTTPSeeOther(came_from, headers=headers)
 

@@ -39,9 +39,15 @@ def add_community_stores(archive):
     count_known_senders(archive)
 
 
+def add_session_generations(archive):
+    """Version 4: how many times each account has logged out, to end its sessions."""
+    if getattr(archive, "session_generations", None) is None:
+        archive.session_generations = OOBTree()
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
-EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores]
+EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations]
 
 
 def bootstrap_archive(zodb_root, registry):

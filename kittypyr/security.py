@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pyramid.authorization import ACLHelper, Authenticated, Everyone
 from pyramid.session import SignedCookieSessionFactory
 from pyramid.settings import aslist
+from pyramid_zodbconn import get_connection
 
+from kittypyr.bootstrap import ROOT_KEY
 from kittypyr.mailman import list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
 
 log = logging.getLogger(__name__)
@@ -112,11 +114,42 @@ def site_admins(registry):
 
 
 def current_user(request):
-    """The logged-in ``User``, or None."""
+    """The logged-in ``User``, or None (also for a session ended by logging out)."""
     data = request.session.get("user") if _has_session_cookie(request) else None
     if not data:
         return None
+    # Sessions from before logouts were recorded have no generation: 0, the
+    # generation of an account that has not logged out since.
+    if data.get("generation", 0) != session_generation(request, data["address"]):
+        return None
     return User(data["address"], data.get("display_name", ""), data.get("user_id", ""))
+
+
+def session_generation(request, address):
+    """How many times ``address`` has logged out: a session is good while it is unchanged.
+
+    The session cookie is signed, not stored, so a copy of it would outlive
+    a logout; this number, in the database, is what every process checks.
+    """
+    generations = _session_generations(request)
+    # An archive not yet upgraded to keep them has recorded no logout.
+    return generations.get(address, 0) if generations is not None else 0
+
+
+def end_sessions(request, address):
+    """End every session of ``address``, in every process and browser."""
+    generations = _session_generations(request)
+    generations[address] = generations.get(address, 0) + 1
+
+
+def _session_generations(request):
+    # pyramid_tm asks who the user is, to note it in the transaction, before
+    # traversal has set request.root: then read the archive from the
+    # request's connection, in the same transaction.
+    archive = getattr(request, "root", None)
+    if archive is None:
+        archive = get_connection(request).root().get(ROOT_KEY)
+    return getattr(archive, "session_generations", None)
 
 
 def _has_session_cookie(request):
@@ -169,11 +202,16 @@ class SecurityPolicy:
         """Start a fresh session for ``user`` (never reuse one from before login)."""
         request.session.invalidate()
         request.session["user"] = {"address": user.address, "display_name": user.display_name,
-                                   "user_id": user.user_id}
+                                   "user_id": user.user_id,
+                                   "generation": session_generation(request, user.address)}
         request.session.new_csrf_token()
         return []
 
     def forget(self, request, **kw):
+        """End the session here, and every copy of its cookie elsewhere."""
+        user = request.user
+        if user is not None:
+            end_sessions(request, user.address)
         request.session.invalidate()
         return []
 

@@ -1,5 +1,6 @@
 """The root of the archive and the folder of mailing lists."""
 
+from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
 
@@ -27,8 +28,10 @@ class Archive(Persistent):
     Its traversable children are ``list``, ``users`` (profiles), the JSON
     ``api`` and the site administrators' ``admin`` pages. The quarantine of
     unreadable mail is an attribute too: only admins see it. The catalog and
-    its document map, and the audit log of administrative acts, are
-    attributes, deliberately out of traversal's reach.
+    its document map, the audit log of administrative acts and the
+    accounts' session generations (address -> how many times it logged out,
+    see ``kittypyr.security``) are attributes, deliberately out of
+    traversal's reach.
     """
 
     __name__ = ""
@@ -49,6 +52,7 @@ class Archive(Persistent):
         self.document_map = None
         self.quarantine = new_quarantine(self)
         self.audit_log = AuditLog()
+        self.session_generations = OOBTree()
         add_community(self)
 
     def __getitem__(self, name):

@@ -1,0 +1,144 @@
+"""Logging out ends the session on the server too, in every process.
+
+A session cookie is signed, not stored: without a record in the archive a
+copy taken before logging out would stay good for its two weeks.
+"""
+
+from datetime import datetime, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr import main
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, add_session_generations, bootstrap_archive
+from tests.accounts import FakeMailman, log_in, log_out
+from tests.functional import zeo_server_in
+from tests.mailbuilder import make_message
+from tests.test_app import make_app
+
+PRIVATE = "board@lists.example.org"
+MEMBER = "member@example.org"
+COOKIE = "kittypyr_session"
+
+
+def fill(app):
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], PRIVATE)
+        mailing_list.archive_policy = "private"
+        archive_message(mailing_list, make_message(
+            message_id="<board1@example.org>", subject="Budget", sender=("Bo", "bo@example.org"),
+            date=datetime(2022, 5, 1, tzinfo=timezone.utc), body="Figures.\n"))
+        transaction.commit()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    app = make_app(tmp_path_factory.mktemp("logout"))
+    fill(app)
+    yield app
+    app.registry._zodb_databases[""].close()
+
+
+@pytest.fixture
+def mailman(monkeypatch):
+    fake = FakeMailman(monkeypatch)
+    fake.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member")])
+    return fake
+
+
+def replay(app, cookie):
+    """A browser that has nothing but a copy of ``cookie``."""
+    browser = TestApp(app)
+    browser.set_cookie(COOKIE, cookie)
+    return browser
+
+
+def assert_anonymous(browser):
+    page = browser.get(f"/list/{PRIVATE}/", status=403)
+    assert "login-form" in page.forms and "Budget" not in page.text
+    front = browser.get("/")
+    assert "Mia Member" not in front.text and "Log in" in front.text
+
+
+def test_a_cookie_copied_before_logout_is_anonymous_afterwards(site, mailman):
+    browser = TestApp(site)
+    assert log_in(browser, MEMBER).status_int == 303
+    copied = browser.cookies[COOKIE]
+    assert "Budget" in replay(site, copied).get(f"/list/{PRIVATE}/").text
+    log_out(browser)
+    assert_anonymous(browser)
+    assert_anonymous(replay(site, copied))
+
+
+def test_logging_in_again_after_logout_does_not_revive_the_old_cookie(site, mailman):
+    browser = TestApp(site)
+    log_in(browser, MEMBER)
+    copied = browser.cookies[COOKIE]
+    log_out(browser)
+    assert log_in(browser, MEMBER).status_int == 303
+    assert "Budget" in browser.get(f"/list/{PRIVATE}/").text
+    assert_anonymous(replay(site, copied))
+
+
+def test_logging_out_ends_the_accounts_sessions_in_other_browsers_too(site, mailman):
+    laptop, phone = TestApp(site), TestApp(site)
+    log_in(laptop, MEMBER)
+    log_in(phone, MEMBER)
+    log_out(laptop)
+    assert_anonymous(phone)
+
+
+@pytest.fixture(scope="module")
+def zeo_port(tmp_path_factory):
+    with zeo_server_in(tmp_path_factory.mktemp("logout-zeo")) as port:
+        yield port
+
+
+def zeo_app(folder, port):
+    folder.mkdir()
+    return main({}, **{
+        "zodbconn.uri": f"zeo://127.0.0.1:{port}?storage=1&blob_dir={folder}/blobs&shared_blob_dir=false",
+        "kittypyr.base_url": "http://localhost/",
+        # Both processes sign cookies with the same secret, as a site's do.
+        "kittypyr.secret": "the same secret in every process",
+    })
+
+
+def test_a_logout_in_one_process_ends_the_session_in_the_others(tmp_path, zeo_port, mailman):
+    # Two applications, each with its own database connection to one ZEO
+    # server, as two waitress processes of a site would have.
+    first, second = zeo_app(tmp_path / "first", zeo_port), zeo_app(tmp_path / "second", zeo_port)
+    try:
+        fill(first)
+        browser = TestApp(first)
+        log_in(browser, MEMBER)
+        copied = browser.cookies[COOKIE]
+        log_out(replay(second, copied))
+        # Wait for the second process's commit to reach the first one's
+        # cache, as a round trip to the ZEO server guarantees.
+        first.registry._zodb_databases[""].storage.ping()
+        assert_anonymous(replay(first, copied))
+        assert_anonymous(browser)
+    finally:
+        for app in (first, second):
+            app.registry._zodb_databases[""].close()
+
+
+def test_an_archive_from_before_logout_records_is_upgraded(tmp_path):
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            root = env["root"]._p_jar.root()
+            del root[ROOT_KEY].session_generations
+            # As the version before the step that adds them left it.
+            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(add_session_generations)
+            transaction.commit()
+            archive = bootstrap_archive(root, app.registry)
+            assert archive.schema_version == len(EVOLVE_STEPS)
+            assert len(archive.session_generations) == 0
+            transaction.abort()
+    finally:
+        app.registry._zodb_databases[""].close()

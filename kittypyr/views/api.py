@@ -9,7 +9,7 @@ from repoze.catalog.query import Eq
 from kittypyr.catalog import search
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources.api import ApiEmail, ApiGone, ApiList, ApiLists, ApiThread, ApiThreads
-from kittypyr.views.presentation import Page, page_number
+from kittypyr.views.presentation import Page, file_label, page_number
 
 PAGE_SIZE = 50
 
@@ -41,7 +41,7 @@ def list_json(request, mailing_list):
 def thread_json(request, thread):
     return {
         "key": thread.__name__,
-        "subject": thread.subject,
+        "subject": obfuscate_address(thread.subject),
         "messages": len(thread),
         "participants": len(thread.participants),
         "date_started": thread.date_started.isoformat() if thread.date_started else None,
@@ -54,7 +54,7 @@ def email_json(request, message, depth=None):
     data = {
         "hash": message.__name__,
         "message_id": obfuscate_address(message.message_id),
-        "subject": message.subject,
+        "subject": obfuscate_address(message.subject),
         "sender_name": obfuscate_address(message.sender_name),
         "sender_address": obfuscate_address(message.sender_address),
         "date": message.date.isoformat(),
@@ -62,7 +62,8 @@ def email_json(request, message, depth=None):
         "thread": message.thread,
         "url": request.resource_url(message),
         "attachments": [
-            {"index": a.index, "filename": a.filename, "content_type": a.content_type, "size": a.size}
+            {"index": a.index, "filename": file_label(a.filename), "content_type": a.content_type,
+             "size": a.size}
             for a in message.attachments
         ],
     }

@@ -14,7 +14,7 @@ from kittypyr import moderation
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.admin import ListAdmin, SiteAdmin
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
-from kittypyr.views.presentation import Page, display_name, format_date, page_number
+from kittypyr.views.presentation import Page, display_name, format_date, page_number, subject_line
 
 CONFIRM = "kittypyr.templates:moderate.pt"
 LOG_PAGE_SIZE = 50
@@ -103,7 +103,7 @@ class MessageModeration:
             self.request, "Make a new thread of this message and its replies?",
             self.request.resource_url(message, "split"), "Split the thread",
             [item(m, depth) for m, depth in moving],
-            [(f"These {moderation.plural(len(moving), 'message')} leave “{thread.subject or '(no subject)'}” "
+            [(f"These {moderation.plural(len(moving), 'message')} leave “{subject_line(thread.subject)}” "
              "and become a thread of their own. Every message keeps its address.")],
             error=refusal, back=self.request.resource_url(message), status=409 if refusal else 200)
 
@@ -153,7 +153,7 @@ class ThreadModeration:
         return confirmation(
             self.request, "Delete this whole thread?", self.request.resource_url(thread, "delete"),
             "Delete the thread", self._all(),
-            [(f"All {moderation.plural(len(thread), 'message')} of “{thread.subject or '(no subject)'}” leave "
+            [(f"All {moderation.plural(len(thread), 'message')} of “{subject_line(thread.subject)}” leave "
              "the archive, the search and the statistics. The thread's address and theirs will answer "
              "“410 Gone”.")],
             back=self.request.resource_url(thread))
@@ -175,7 +175,7 @@ class ThreadModeration:
         thread = self.context
         chosen = self._selected(self.request.GET)
         error = None if chosen else "No message of this thread was selected. Tick the messages to delete first."
-        notes = [(f"{moderation.plural(len(chosen), 'message')} of “{thread.subject or '(no subject)'}” leave "
+        notes = [(f"{moderation.plural(len(chosen), 'message')} of “{subject_line(thread.subject)}” leave "
                  "the archive, the search and the statistics; their addresses will answer “410 Gone”. "
                  "Their replies stay in the thread, below the message they answered, and the thread "
                  "keeps its address.")]
@@ -212,9 +212,9 @@ class ThreadModeration:
         values = confirmation(
             self.request, "Attach this thread below another message?",
             self.request.resource_url(thread, "reattach"), "Attach the thread", self._all(),
-            [(f"These {moderation.plural(len(thread), 'message')} move below “{target.subject or '(no subject)'}” "
+            [(f"These {moderation.plural(len(thread), 'message')} move below “{subject_line(target.subject)}” "
              f"by {display_name(target.sender_name, target.sender_address)} ({format_date(target.date)}) in "
-             f"the thread “{target_thread.subject or '(no subject)'}”. Every message keeps its address; the "
+             f"the thread “{subject_line(target_thread.subject)}”. Every message keeps its address; the "
              "address of this thread will lead there.")],
             [("target", target.__name__)], back=self.request.resource_url(thread))
         return render_to_response(CONFIRM, values, request=self.request, response=self.request.response)

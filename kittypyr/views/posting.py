@@ -12,6 +12,7 @@ from pyramid.view import view_config, view_defaults
 
 from kittypyr import mailer
 from kittypyr.mailman import MailmanUnavailable, posting_rules, subscribe
+from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import MailingList, Message
 from kittypyr.security import list_id_of, memberships
 
@@ -26,8 +27,8 @@ def reply_subject(subject):
 
 
 def quoted(message):
-    """The message's text, quoted as mail clients quote it."""
-    lines = (message.body_text or "").rstrip().splitlines()
+    """The message's text, quoted as mail clients quote it, its addresses obfuscated as on its page."""
+    lines = obfuscate_address(message.body_text or "").rstrip().splitlines()
     return "\n".join("> " + line if line else ">" for line in lines) + "\n\n"
 
 
@@ -62,7 +63,8 @@ class Compose:
 
     def show(self):
         if self.is_reply:
-            return self.form(reply_subject(self.context.subject), quoted(self.context))
+            # The form is a page like any other: addresses in what it quotes are not shown raw.
+            return self.form(reply_subject(obfuscate_address(self.context.subject)), quoted(self.context))
         return self.form("", "")
 
     def send(self):

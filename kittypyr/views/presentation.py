@@ -9,6 +9,7 @@ import hashlib
 import math
 
 from markupsafe import Markup
+from pyramid.events import BeforeRender, subscriber
 
 from kittypyr.rendering import obfuscate_address
 
@@ -31,6 +32,22 @@ def display_name(name, address):
     if name:
         return obfuscate_address(name)
     return obfuscate_address(address) if address else "(unknown sender)"
+
+
+def subject_line(subject):
+    """A subject as every page and the API write it: addresses obfuscated, '(no subject)' when empty."""
+    return obfuscate_address(subject) if subject else "(no subject)"
+
+
+def file_label(filename):
+    """An attachment's file name as pages show it (and name it in their links): addresses obfuscated."""
+    return obfuscate_address(filename or "")
+
+
+@subscriber(BeforeRender)
+def presentation_helpers(event):
+    """Subjects come from the mail and may hold addresses: every template writes them one way."""
+    event["subject_line"] = subject_line
 
 
 def initials(name):

@@ -16,6 +16,7 @@ from kittypyr.views.community import annotate_messages, entries_fingerprint, thr
 from kittypyr.views.presentation import (
     avatar,
     display_name,
+    file_label,
     format_date,
     human_size,
     iso_date,
@@ -73,7 +74,8 @@ def message_entry(message, depth=0):
         "iso_date": iso_date(message.date),
         "body": rendered_body(message),
         "attachments": [
-            {"attachment": a, "size": human_size(a.size)} for a in message.attachments
+            {"attachment": a, "name": file_label(a.filename), "size": human_size(a.size)}
+            for a in message.attachments
         ],
     }
 
@@ -180,4 +182,6 @@ class MessageViews:
 
 def attachment_url(request, attachment):
     message = attachment.__parent__
-    return request.resource_url(message, "attachment", str(attachment.index), attachment.filename)
+    # The URL's last segment only names the file for the reader; the view
+    # ignores it, so it carries the name as pages show it.
+    return request.resource_url(message, "attachment", str(attachment.index), file_label(attachment.filename))

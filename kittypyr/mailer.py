@@ -32,6 +32,44 @@ def single_line(text):
     return " ".join((text or "").split())
 
 
+# RFC 5322's limit on a header line: a longer id could not be sent unbroken.
+MAX_REFERENCE_LENGTH = 998 - len("In-Reply-To: <>")
+
+
+def message_id_reference(message_id):
+    """``message_id`` written ``<id>`` for an In-Reply-To or References header; '' if none is left.
+
+    Archived Message-IDs are kept as they arrived (their hash names the
+    message), so they may hold anything a mail did: control characters
+    (NUL, CR, LF ...), spaces and angle brackets would break the header or
+    forge others, and are dropped. What remains is how a mail client would
+    most likely have read the id.
+    """
+    kept = "".join(c for c in message_id or "" if c.isprintable() and not c.isspace() and c not in "<>")
+    if not kept or len(kept) > MAX_REFERENCE_LENGTH:
+        return ""
+    return f"<{kept}>"
+
+
+def add_reply_headers(message, parent_id, parent_references):
+    """Make ``message`` a reply to the mail ``parent_id``, whose References were ``parent_references``.
+
+    Sets In-Reply-To to the parent and References to the parent's chain
+    ending with the parent, leaving out ids with nothing usable in them.
+    """
+    parent = message_id_reference(parent_id)
+    chain = []
+    for ref in parent_references:
+        reference = message_id_reference(ref)
+        if reference and reference != parent and reference not in chain:
+            chain.append(reference)
+    if parent:
+        message["In-Reply-To"] = parent
+        chain.append(parent)
+    if chain:
+        message["References"] = " ".join(chain)
+
+
 def new_message(request, sender_address, sender_name, to, subject, body):
     """An EmailMessage from the reader, with a fresh Message-ID."""
     message = EmailMessage(policy=SMTP)

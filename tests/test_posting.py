@@ -5,6 +5,7 @@ Mailman core and sees it come back archived.
 """
 
 from datetime import datetime, timezone
+from email.message import EmailMessage
 
 import pytest
 import transaction
@@ -12,6 +13,7 @@ from pyramid.scripting import prepare
 from webtest import TestApp
 
 from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.mailer import add_reply_headers
 from kittypyr.msgid import message_id_hash
 from tests.accounts import FakeMailman, log_in
 from tests.mailbuilder import make_message
@@ -149,3 +151,44 @@ def test_an_unreachable_smtp_server_keeps_the_message_in_the_form(site, mailman,
     page = form.submit(status=503)
     assert "could not be sent" in page.text
     assert page.forms["compose-form"]["body"].value.strip() == "Not lost."
+
+
+def test_a_reply_copies_no_control_characters_from_the_archived_ids(site, mailman, smtp):
+    # Archived as received: a NUL and a BEL inside the Message-ID, a NUL in a reference.
+    raw = make_message(
+        message_id=b"<odd\x00id\x07@example.org>", subject="Re: mail jdoe@example.com about it",
+        sender=("Bob", "bob@example.org"), date=datetime(2024, 1, 4, tzinfo=timezone.utc),
+        in_reply_to="<root@example.org>", body="Odd client.\n",
+        headers={"References": b"<root@example.org> <lost\x00ref@example.org>"})
+    with prepare(registry=site.registry) as env:
+        archive_message(env["root"].lists[LIST], raw)
+        transaction.commit()
+    odd = f"/list/{LIST}/message/{message_id_hash('<odd' + chr(0) + 'id' + chr(7) + '@example.org>')}/"
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    page = app.get(odd + "reply")
+    # The reply form is a page too: the subject's address is not shown raw.
+    assert "jdoe@example.com" not in page.text
+    form = page.forms["compose-form"]
+    assert form["subject"].value == "Re: mail jdoe at example.com about it"
+    form["body"] = "Which client?\n"
+    form.submit(status=303)
+    sent = smtp.wait_for(timeout=10)
+    header_section = sent.data.split(b"\r\n\r\n", 1)[0]
+    assert not any(byte < 0x20 and byte not in b"\r\n\t" for byte in header_section)
+    assert all(line[:1] in b" \t" or b":" in line for line in header_section.split(b"\r\n"))
+    mail = sent.message
+    assert mail["In-Reply-To"] == "<oddid@example.org>"
+    assert mail["References"].split() == ["<root@example.org>", "<lostref@example.org>", "<oddid@example.org>"]
+    assert mail.get_content().startswith("Which client?")
+
+
+def test_reply_headers_keep_line_breaks_out_and_leave_out_ids_with_nothing_usable():
+    message = EmailMessage()
+    add_reply_headers(message, "parent\r\nBcc: victim@example.org", ["\x00\x01", "<a>b@example.org", "x" * 2000])
+    assert message["In-Reply-To"] == "<parentBcc:victim@example.org>"
+    assert message["References"] == "<ab@example.org> <parentBcc:victim@example.org>"
+    assert message["Bcc"] is None
+    nothing = EmailMessage()
+    add_reply_headers(nothing, "\x00", [])
+    assert nothing["In-Reply-To"] is None and nothing["References"] is None

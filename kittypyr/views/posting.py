@@ -100,10 +100,7 @@ class Compose:
         message = mailer.new_message(request, user.address, user.display_name, self.mailing_list.address,
                                      subject, body)
         if self.is_reply:
-            parent = self.context
-            message["In-Reply-To"] = f"<{parent.message_id}>"
-            chain = [ref for ref in parent.references if ref != parent.message_id] + [parent.message_id]
-            message["References"] = " ".join(f"<{ref}>" for ref in chain)
+            mailer.add_reply_headers(message, self.context.message_id, self.context.references)
         try:
             mailer.send(request.registry, message)
         except mailer.MailNotSent as exc:

@@ -28,13 +28,43 @@ def _environment(config_uri):
     return bootstrap(config_uri)
 
 
+def prepare_list(archive, registry, list_address, policy=None):
+    """The list an import fills, created with its first policy; returns a line for the summary.
+
+    A new list asks Mailman its policy where Mailman is configured, and is
+    private while the answer is unknown; ``policy`` (from ``--policy``) says
+    it instead, for a new list or an existing one.
+    """
+    from kittypyr.mailman import create_list_with_policy
+
+    mailing_list = archive.lists.get(list_address)
+    if mailing_list is None:
+        mailing_list, reason = create_list_with_policy(archive, registry, list_address, policy)
+        return f"new list {list_address}: {mailing_list.archive_policy}, {reason}"
+    if policy is not None and policy != mailing_list.archive_policy:
+        mailing_list.archive_policy = policy
+        mailing_list.policy_known = True
+        mailing_list.policy_reason = "as given by --policy"
+        return f"list {list_address}: now {policy}, as given by --policy"
+    return f"list {list_address}: {mailing_list.archive_policy}" + (
+        f", {mailing_list.policy_reason}" if mailing_list.policy_reason else "")
+
+
 def command_import(args):
+    from kittypyr.addresses import normalize_list_address
     from kittypyr.importing import import_mail
 
+    list_address = normalize_list_address(args.list_address)
+    if list_address is None:
+        print(f"kittypyr import: {args.list_address!r} is not a list's posting address "
+              "(such as dev@lists.example.org)", file=sys.stderr)
+        return 2
     with _environment(args.config) as env:
+        policy_line = prepare_list(env["root"], env["registry"], list_address, args.policy)
+        transaction.manager.commit()
         report = import_mail(
             env["root"],
-            args.list_address,
+            list_address,
             args.paths,
             transaction.manager,
             batch_size=args.batch_size,
@@ -43,6 +73,7 @@ def command_import(args):
         )
     for line in report.summary():
         print(line)
+    print(policy_line)
     return 0 if report.ok else 1
 
 
@@ -170,6 +201,9 @@ def build_parser():
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="messages per commit")
     p.add_argument("--workers", type=int, default=None, help="parser processes (0: parse inline)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--policy", choices=("public", "private"), default=None,
+                   help="the list's archive policy (default: Mailman's; private while Mailman "
+                        "cannot say; public without Mailman configured)")
     p.set_defaults(func=command_import)
 
     p = commands.add_parser("reindex",

@@ -33,6 +33,7 @@ __all__ = [
     "ParsedMail",
     "UnparseableMessage",
     "decode_bytes",
+    "message_id_of_header",
     "parse_message",
     "searchable_text",
 ]
@@ -434,8 +435,8 @@ class _Headers:
 _ANGLE_ID = re.compile(r"<([^<>]+)>")
 
 
-def _first_id(value):
-    """The first <...> in a Message-ID-like header, else the whole value."""
+def message_id_of_header(value):
+    """The Message-ID a Message-ID header names: its first <...>, else the whole value."""
     match = _ANGLE_ID.search(value)
     if match:
         return normalize_message_id(match.group(1))
@@ -1215,7 +1216,7 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
     for name in ("message-id", "resent-message-id"):
         value = headers.first(name)
         if value:
-            message_id = _first_id(_raw_header_text(value, None, notes))
+            message_id = message_id_of_header(_raw_header_text(value, None, notes))
             if message_id:
                 break
     derived = not message_id
@@ -1231,7 +1232,7 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
     in_reply_to = ""
     value = headers.first("in-reply-to")
     if value:
-        in_reply_to = _first_id(_raw_header_text(value, None, notes))
+        in_reply_to = message_id_of_header(_raw_header_text(value, None, notes))
     references = []
     for value in headers.all("references"):
         for ref in _id_list(_raw_header_text(value, None, notes)):

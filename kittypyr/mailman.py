@@ -17,14 +17,10 @@ from urllib.parse import quote
 
 from pyramid.settings import aslist
 
+from kittypyr.addresses import list_id_of  # noqa: F401 (for the modules that name it here)
 from kittypyr.msgid import message_id_hash
 
 log = logging.getLogger(__name__)
-
-
-def list_id_of(list_address):
-    """Mailman's list id for a posting address: ``dev@example.org`` -> ``dev.example.org``."""
-    return list_address.lower().replace("@", ".", 1)
 
 
 def archiver_key(registry):
@@ -181,20 +177,38 @@ def _list_details(mailing_list):
     }
 
 
+NO_SUCH_LIST = "no such list"
+
+
+def ask_list_details(registry, list_address):
+    """What Mailman says of ``list_address``: its details, ``NO_SUCH_LIST`` or None.
+
+    None when Mailman is not configured or cannot be reached (logged).
+    """
+    client = mailman_client(registry)
+    if client is None:
+        return None
+    from urllib.error import HTTPError
+
+    try:
+        return _list_details(client.get_list(list_address))
+    except HTTPError as exc:
+        if _status(exc) == 404:
+            return NO_SUCH_LIST
+        log.warning("could not fetch the details of %s from Mailman: %r", list_address, exc)
+    except Exception as exc:  # refused connections, timeouts, bad answers alike
+        log.warning("could not fetch the details of %s from Mailman: %r", list_address, exc)
+    return None
+
+
 def fetch_list_details(registry, list_address):
     """``{display_name, description, archive_policy, owners, moderators}`` from Mailman, or None.
 
     Mailman being unreachable must never cost a message or a page: the
     failure is logged and the list keeps what it has.
     """
-    client = mailman_client(registry)
-    if client is None:
-        return None
-    try:
-        return _list_details(client.get_list(list_address))
-    except Exception as exc:  # HTTP errors, refused connections, timeouts alike
-        log.warning("could not fetch the details of %s from Mailman: %r", list_address, exc)
-        return None
+    details = ask_list_details(registry, list_address)
+    return None if details is NO_SUCH_LIST else details
 
 
 def apply_list_details(mailing_list, details):
@@ -207,12 +221,54 @@ def apply_list_details(mailing_list, details):
         "archive_policy": details["archive_policy"],
         "owners": tuple(details.get("owners", ())),
         "moderators": tuple(details.get("moderators", ())),
+        "policy_known": True,
+        "policy_reason": "Mailman's archive policy",
     }
     for name, value in wanted.items():
         if getattr(mailing_list, name) != value:
             setattr(mailing_list, name, value)
-    if mailing_list.synced_at is None:
-        mailing_list.synced_at = _now()
+    mailing_list.synced_at = _now()
+
+
+def mailman_is_configured(registry):
+    return bool(registry.settings.get("kittypyr.mailman_url", "").strip())
+
+
+def first_policy(registry, list_address, explicit=None):
+    """``(details, policy, reason)`` for a list the archive does not have yet.
+
+    Where Mailman is configured a list is private until Mailman says
+    otherwise: a private list shown to everyone cannot be taken back, a
+    public one closed for a while can. ``details`` is what Mailman said
+    (None if nothing, ``NO_SUCH_LIST`` if it has no such list).
+    """
+    if explicit is not None:
+        details = ask_list_details(registry, list_address) if mailman_is_configured(registry) else None
+        return details, explicit, "as given by --policy"
+    if not mailman_is_configured(registry):
+        return None, "public", "no Mailman core is configured (kittypyr.mailman_url): a stand-alone archive is public"
+    details = ask_list_details(registry, list_address)
+    if details is NO_SUCH_LIST:
+        return details, "private", "Mailman core has no such list: private until it has (or use --policy)"
+    if details is None:
+        return None, "private", "Mailman core could not be reached: private until its policy is learned"
+    return details, details["archive_policy"], "Mailman's archive policy"
+
+
+def create_list_with_policy(archive, registry, list_address, explicit=None):
+    """Create the list ``list_address`` with its first policy; return ``(list, reason)``."""
+    from kittypyr.archiving import ensure_mailing_list
+
+    details, policy, reason = first_policy(registry, list_address, explicit)
+    mailing_list = ensure_mailing_list(archive, list_address)
+    if isinstance(details, dict):
+        apply_list_details(mailing_list, details)
+    mailing_list.archive_policy = policy
+    mailing_list.policy_reason = reason
+    # An explicit policy is known; one assumed for want of Mailman is not,
+    # and the list is asked about again as soon as Mailman answers.
+    mailing_list.policy_known = explicit is not None or isinstance(details, dict)
+    return mailing_list, reason
 
 
 def _now():
@@ -241,7 +297,6 @@ def sync_lists(archive, registry):
                 updated.append(address)
             mailing_list = ensure_mailing_list(archive, address)
             apply_list_details(mailing_list, details)
-            mailing_list.synced_at = _now()
     except MailmanUnavailable:
         raise
     except Exception as exc:
@@ -254,48 +309,106 @@ def sync_ttl(registry):
 
 
 class ListRefresher:
-    """Re-reads a list's details from Mailman when they are older than the TTL.
+    """Re-reads lists' details from Mailman when they are older than the TTL.
 
-    Checks are remembered per process, so a page view writes to the list
-    only when Mailman said something new; a failed attempt is not repeated
-    for a while, so an unreachable Mailman costs one timeout per list now
-    and then and never fails a page.
+    Runs before the request's own transaction begins (a tween above
+    pyramid_tm), and commits what Mailman said in a transaction of its own:
+    whatever the request then answers (a 403 aborts the request's
+    transaction), the policy learned is kept, and the request reads it.
+    Freshness is the list's ``synced_at`` in the database, so every process
+    sees what one of them learned.
+
+    When Mailman cannot be reached, nobody asks it again for
+    ``failure_pause`` seconds: one timeout now and then, never one per
+    page or per list. Lists keep what is known meanwhile; a list whose
+    policy was never learned stays private.
     """
 
-    def __init__(self, failure_pause=60.0, clock=time.monotonic):
+    def __init__(self, failure_pause=30.0, clock=time.monotonic):
         self.failure_pause = failure_pause
         self.clock = clock
-        self.checked_at = {}
-        self.failed_at = {}
+        self.unreachable_since = None
         self.lock = threading.Lock()
 
-    def is_fresh(self, registry, mailing_list):
-        ttl = sync_ttl(registry)
-        with self.lock:
-            checked = self.checked_at.get(mailing_list.address)
-        if checked is not None and self.clock() - checked < ttl:
+    def is_stale(self, registry, mailing_list):
+        if not mailing_list.policy_known:
             return True
         synced = mailing_list.synced_at
-        return synced is not None and (_now() - synced).total_seconds() < ttl
+        return synced is None or (_now() - synced).total_seconds() >= sync_ttl(registry)
 
-    def refresh_if_stale(self, registry, mailing_list):
-        """True when Mailman was asked (and answered) now."""
-        if not registry.settings.get("kittypyr.mailman_url") or self.is_fresh(registry, mailing_list):
-            return False
-        address = mailing_list.address
+    def mailman_paused(self):
+        since = self.unreachable_since
+        return since is not None and self.clock() - since < self.failure_pause
+
+    def refresh(self, registry, db, addresses=None):
+        """Refresh the stale lists among ``addresses`` (None: every list); return those refreshed."""
+        if not mailman_is_configured(registry) or self.mailman_paused():
+            return []
+        # One refresh at a time per process: a second request waits for it
+        # rather than asking Mailman the same again, and then reads its result.
         with self.lock:
-            failed = self.failed_at.get(address)
-        if failed is not None and self.clock() - failed < self.failure_pause:
-            return False
-        details = fetch_list_details(registry, address)
-        with self.lock:
-            if details is None:
-                self.failed_at[address] = self.clock()
-                return False
-            self.failed_at.pop(address, None)
-            self.checked_at[address] = self.clock()
-        apply_list_details(mailing_list, details)
-        return True
+            return self._refresh(registry, db, addresses)
+
+    def _refresh(self, registry, db, addresses):
+        import transaction
+
+        manager = transaction.TransactionManager(explicit=True)
+        connection = db.open(transaction_manager=manager)
+        try:
+            manager.begin()
+            archive = _archive_in(connection)
+            if archive is None:
+                return []
+            if addresses is None:
+                stale = [ml.address for ml in archive.lists.values() if self.is_stale(registry, ml)]
+            else:
+                stale = [a for a in addresses if a in archive.lists
+                         and self.is_stale(registry, archive.lists[a])]
+            manager.abort()
+            learned = {}
+            for address in stale:
+                details = ask_list_details(registry, address)
+                if details is None:
+                    self.unreachable_since = self.clock()
+                    break
+                learned[address] = details
+            else:
+                self.unreachable_since = None
+            if learned:
+                _commit_details(manager, connection, learned)
+            return list(learned)
+        finally:
+            connection.close()
+
+
+def _archive_in(connection):
+    from kittypyr.bootstrap import ROOT_KEY
+
+    return connection.root().get(ROOT_KEY)
+
+
+def _commit_details(manager, connection, learned, attempts=5):
+    from ZODB.POSException import ConflictError
+
+    for attempt in range(attempts):
+        manager.begin()
+        archive = _archive_in(connection)
+        for address, details in learned.items():
+            mailing_list = archive.lists.get(address)
+            if mailing_list is None:
+                continue
+            if details is NO_SUCH_LIST:
+                # Mailman no longer has it: keep the archive as it was, ask again later.
+                mailing_list.synced_at = _now()
+            else:
+                apply_list_details(mailing_list, details)
+        try:
+            manager.commit()
+            return
+        except ConflictError:
+            manager.abort()
+            if attempt == attempts - 1:
+                raise
 
 
 list_refresher = ListRefresher()
@@ -335,27 +448,42 @@ def subscribe(registry, list_address, address, display_name):
     return not isinstance(result, dict)
 
 
-def refresh_list_details(event):
-    """Before a list's page is shown, re-read its details from Mailman if they are stale.
+# Paths whose answers depend on one list; every other page may show any list
+# (the lists index, search, profiles, tags), so all stale lists are refreshed.
+_ONE_LIST_PATHS = ("/list/", "/api/list/")
+_NO_LIST_PATHS = ("/static/", "/api/mailman/", "/favicon.ico", "/login", "/logout", "/signup")
 
-    This runs before permissions are checked, so a list Mailman has just
-    made private is closed from the next page on.
-    """
-    from pyramid.traversal import find_interface
 
-    from kittypyr.resources import MailingList
+def lists_to_refresh(path):
+    """The addresses a request for ``path`` reads, or None for "any list"."""
+    from urllib.parse import unquote
 
-    request = event.request
-    mailing_list = find_interface(request.context, MailingList)
-    if mailing_list is None:
-        return
-    try:
-        list_refresher.refresh_if_stale(request.registry, mailing_list)
-    except Exception:  # whatever happens, the page is served with what is known
-        log.exception("refreshing %s from Mailman failed", mailing_list.address)
+    for prefix in _NO_LIST_PATHS:
+        if path.startswith(prefix):
+            return []
+    for prefix in _ONE_LIST_PATHS:
+        if path.startswith(prefix):
+            return [unquote(path[len(prefix):].split("/", 1)[0]).strip().lower()]
+    return None
+
+
+def list_refresh_tween_factory(handler, registry):
+    """Refresh stale list details before the request's transaction begins."""
+    if not mailman_is_configured(registry):
+        return handler
+
+    def refresh_lists_then_handle(request):
+        databases = getattr(registry, "_zodb_databases", None)  # pyramid_zodbconn's
+        addresses = lists_to_refresh(request.path_info)
+        if databases and addresses != []:
+            try:
+                list_refresher.refresh(registry, databases[""], addresses)
+            except Exception:  # whatever happens, the page is served with what is known
+                log.exception("refreshing list details from Mailman failed")
+        return handler(request)
+
+    return refresh_lists_then_handle
 
 
 def includeme(config):
-    from pyramid.events import ContextFound
-
-    config.add_subscriber(refresh_list_details, ContextFound)
+    config.add_tween("kittypyr.mailman.list_refresh_tween_factory", over="pyramid_tm.tm_tween_factory")

@@ -56,11 +56,57 @@ def test_archive_answers_the_permalink_and_stores_the_message(app):
 
 def test_unreadable_mail_is_quarantined_and_answers_200(app):
     browser = TestApp(app)
-    answer = post(browser, b"").json
+    garbage = b"this is no mail at all, not one header line\n"
+    answer = post(browser, garbage).json
     assert answer["quarantined"] == "000001"
     with prepare(registry=app.registry) as env:
         held = env["root"].quarantine["000001"]
-        assert held.list_address == LIST and held.raw_bytes() == b"" and held.reason
+        assert held.list_address == LIST and held.raw_bytes() == garbage and held.reason
+
+
+def test_an_empty_or_missing_upload_is_400_and_nothing_is_quarantined(app):
+    browser = TestApp(app)
+    assert "empty" in post(browser, b"", status=400).json["error"]
+    assert "empty" in post(browser, b"  \r\n\n", status=400).json["error"]
+    browser.post("/api/mailman/archive", {"mlist": LIST}, headers=AUTH, status=400)
+    browser.post("/api/mailman/archive", {"mlist": LIST, "message": "not a file"}, headers=AUTH, status=400)
+    with prepare(registry=app.registry) as env:
+        assert len(env["root"].quarantine) == 0
+
+
+@pytest.fixture
+def app_failing_first_attempts(tmp_path):
+    from tests import conflict_once
+
+    conflict_once.failed_once.clear()
+    application = make(tmp_path, **{"pyramid.includes": "tests.conflict_once", "retry.attempts": "3"})
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def test_a_retried_archive_request_stores_the_message(app_failing_first_attempts):
+    """The retry after a conflict reads the same upload, not an exhausted one."""
+    app = app_failing_first_attempts
+    browser = TestApp(app)
+    raw = make_message(message_id="<retried@example.org>", subject="Survives a retry", body="kept\n")
+    answer = post(browser, raw).json
+    name = message_id_hash("<retried@example.org>")
+    assert answer == {"url": f"https://lists.example.org/archives/list/{LIST}/message/{name}/"}
+    from tests import conflict_once
+
+    assert "retried@example.org" in conflict_once.failed_once  # the first attempt did fail
+    with prepare(registry=app.registry) as env:
+        root = env["root"]
+        assert archive_info(root, LIST)["messages"] == 1
+        assert root.lists[LIST].messages[name].original_bytes() == raw
+        assert len(root.quarantine) == 0
+    assert "Survives a retry" in browser.get(f"/list/{LIST}/message/{name}/").text
+
+
+def test_a_retried_form_post_sees_its_fields(app_failing_first_attempts):
+    answer = TestApp(app_failing_first_attempts).post(
+        "/api/mailman/echo-form", {"token": "t1", "text": "caf\u00e9 au lait"}).json
+    assert answer["fields"] == {"token": "t1", "text": "caf\u00e9 au lait"}
 
 
 def test_no_archive_is_honoured(app):
@@ -97,17 +143,48 @@ def test_storage_trouble_answers_an_error_so_mailman_keeps_the_mail(tmp_path):
     assert response.status_int >= 500
 
 
-def test_mailman_unreachable_still_archives(tmp_path):
+def test_mailman_unreachable_still_archives_and_the_new_list_stays_closed(tmp_path):
+    """Its policy unknown, a new list is private: stored, but shown to nobody yet."""
     from tests.functional import free_port
 
     app = make(tmp_path, **{"kittypyr.mailman_url": f"http://127.0.0.1:{free_port()}"})
     try:
         browser = TestApp(app)
+        name = message_id_hash("<u@example.org>")
         answer = post(browser, make_message(message_id="<u@example.org>", subject="Kept anyway")).json
-        assert answer["url"].endswith(f"/message/{message_id_hash('<u@example.org>')}/")
-        assert "Kept anyway" in browser.get(f"/list/{LIST}/message/{message_id_hash('<u@example.org>')}/")
+        assert answer["url"].endswith(f"/message/{name}/")
+        with prepare(registry=app.registry) as env:
+            mailing_list = env["root"].lists[LIST]
+            assert mailing_list.messages[name].subject == "Kept anyway"
+            assert mailing_list.archive_policy == "private" and not mailing_list.policy_known
+        for path in (f"/list/{LIST}/message/{name}/", f"/list/{LIST}/message/{name}/raw",
+                     f"/list/{LIST}/", f"/api/list/{LIST}/"):
+            assert browser.get(path, status="*").status_int == 403, path
+        assert "Kept anyway" not in browser.get("/search", {"q": "kept"}).text
+        assert LIST not in browser.get("/").text
+        assert LIST not in browser.get("/api/lists/").text
     finally:
         app.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("mlist", ["../x@y", "@", "a@b@c", "dev@lists.example.org\r\nX-Evil: 1",
+                                   "dev@lists.example.org\n", "x" * 10_000 + "@example.org",
+                                   "dev", "dev@", "dev@.example.org", "dev@example..org", ".dev@example.org",
+                                   "dev/../../x@example.org", ""])
+def test_mlist_that_is_no_list_address_is_400_and_makes_no_list(app, mlist):
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<bad-list@example.org>"), mlist=mlist, status=400)
+    with prepare(registry=app.registry) as env:
+        assert len(env["root"].lists) == 0 and len(env["root"].quarantine) == 0
+
+
+def test_mlist_in_capitals_is_the_same_list(app):
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<caps1@example.org>"), mlist="Dev@Lists.Example.ORG")
+    post(browser, make_message(message_id="<caps2@example.org>"), mlist=LIST)
+    with prepare(registry=app.registry) as env:
+        assert list(env["root"].lists.keys()) == [LIST]
+        assert archive_info(env["root"], LIST)["messages"] == 2
 
 
 def test_lists_whose_policy_is_never_are_not_archived(app):
@@ -119,3 +196,23 @@ def test_lists_whose_policy_is_never_are_not_archived(app):
     browser = TestApp(app)
     post(browser, make_message(message_id="<nv@example.org>"))
     browser.get(f"/list/{LIST}/message/{message_id_hash('<nv@example.org>')}/", status=404)
+
+
+@pytest.mark.parametrize("header", [
+    "<plain@example.org>",
+    "<first@example.org> <second@example.org>",
+    '<"quoted local"@example.org>',
+    "<a<inner>@example.org>",
+    "bare@example.org",
+    "< spaced @example.org >",
+])
+def test_urls_gives_the_permalink_the_archive_answers(app, header):
+    """Mailman asks for Archived-At before archiving, with the header stripped of <> as its plugin does."""
+    browser = TestApp(app)
+    raw = (f"From: a@example.org\nSubject: odd id\nMessage-ID: {header}\n"
+           "Date: Wed, 1 Jan 2020 12:00:00 +0000\n\nbody\n").encode()
+    asked = browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": header.strip().strip("<>")},
+                        headers=AUTH).json["url"]
+    answered = post(browser, raw).json["url"]
+    assert asked == answered
+    assert browser.get(answered.replace("https://lists.example.org/archives", "")).status_int == 200

@@ -232,3 +232,47 @@ def test_pack_leaves_no_old_copy_of_a_filestorage_with_its_own_blobs(zodb, tmp_p
     assert _files_containing(tmp_path, b"deleted bytes 4711") == []
     assert _files_containing(tmp_path / "blobs", b"kept bytes")
     connection.close()
+
+
+def test_import_says_which_policy_a_new_list_got_and_why(tmp_path, config):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(5)))
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    assert f"new list {LIST}: public, no Mailman core is configured" in result.stdout
+    assert f"list {LIST}: public" in kittypyr("import", config, LIST, mbox, "--workers", "0").stdout
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0", "--policy", "private", check=True)
+    assert f"list {LIST}: now private, as given by --policy" in result.stdout
+
+
+def test_a_new_list_is_private_while_mailman_cannot_say(tmp_path):
+    from tests.functional import free_port, served
+
+    port = free_port()
+    config = write_config(tmp_path, port=port, extra=f"kittypyr.mailman_url = http://127.0.0.1:{free_port()}")
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(5)))
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    assert f"new list {LIST}: private, Mailman core could not be reached" in result.stdout
+    other = "ops@lists.example.org"
+    result = kittypyr("import", config, other, mbox, "--workers", "0", "--policy", "public", check=True)
+    assert f"new list {other}: public, as given by --policy" in result.stdout
+    import urllib.error
+    import urllib.request
+
+    with served(config, port) as url:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/list/{LIST}/", timeout=30)
+        assert refused.value.code == 403
+        with urllib.request.urlopen(f"{url}/list/{other}/", timeout=30) as page:
+            assert page.status == 200
+        with urllib.request.urlopen(f"{url}/api/lists/", timeout=30) as page:
+            listed = page.read().decode()
+        assert other in listed and LIST not in listed
+
+
+def test_import_refuses_what_is_no_list_address(tmp_path, config):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(1)))
+    result = kittypyr("import", config, "../x@y", mbox)
+    assert result.returncode == 2 and "is not a list's posting address" in result.stderr
+    assert "Traceback" not in result.stderr

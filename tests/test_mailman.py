@@ -213,3 +213,53 @@ def test_sync_brings_lists_owners_and_policies_from_mailman(stack):
     team.settings["archive_policy"] = "private"
     team.settings.save()
     assert wait_until(lambda: stack.archive.get(f"list/team@{DOMAIN}/")[0] == 403, timeout=30)
+
+
+def test_a_policy_changed_in_mailman_holds_for_every_url_family(stack):
+    """Public -> private -> public in Mailman: within the TTL (2 s here) every
+    kind of page follows, and stays so (no flipping between 403 and 200)."""
+    team = stack.create_list(DOMAIN, "policy", archive_policy="public", default_nonmember_action="accept")
+    address = f"policy@{DOMAIN}"
+    word = "quetzalcoatlus"
+    path = post(stack, 900, f"Flying {word}", to=address, body=multipart(
+        "mixed", text_part(f"About the {word}.\n"), attachment(b"wingspan,11m\n", "text/csv", "wings.csv")))
+    status, page = archived(stack, path)
+    attachment_path = re.search(r'href="[^"]*/(list/[^"]*/attachment/\d+/[^"]+)"', page).group(1)
+    profile_path = re.search(r'href="[^"]*/(users/[^"/]+/)"', page).group(1)
+    thread_path = re.search(r'href="[^"]*/(list/[^"]*/thread/[^"/]+/)"', page).group(1)
+    message_hash = message_id_hash("<mm900@example.org>")
+    thread_key = thread_path.rstrip("/").rsplit("/", 1)[1]
+    closed = {  # path: what must not be seen there once the list is private
+        f"list/{address}/": 403, "list/{address}/2020/1/".format(address=address): 403,
+        thread_path: 403, path: 403, path + "raw": 403, attachment_path: 403,
+        f"api/list/{address}/": 403, f"api/list/{address}/thread/{thread_key}/": 403,
+        f"api/list/{address}/email/{message_hash}/": 403, f"list/{address}/tag/": 403,
+    }
+    hidden = [f"search?q={word}", f"api/search?q={word}", "", "api/lists/", profile_path]
+
+    def seen():
+        answers = {p: stack.archive.get(p) for p in [*closed, *hidden]}
+        # The subject or the list's address, not the word: a search page repeats its query.
+        return {p: (status, f"Flying {word}" in text or address in text) for p, (status, text) in answers.items()}
+
+    opened = seen()
+    assert all(status == 200 for status, _ in opened.values()), opened
+    assert all(shown for p, (_, shown) in opened.items() if p in hidden), opened
+
+    team.settings["archive_policy"] = "private"
+    team.settings.save()
+    assert wait_until(lambda: stack.archive.get(f"list/{address}/raw")[0] == 403 or
+                      stack.archive.get(path + "raw")[0] == 403, timeout=30)
+    for _ in range(3):  # and it stays closed, on every family
+        now = seen()
+        for p, expected in closed.items():
+            assert now[p][0] == expected, (p, now[p])
+        for p in hidden:
+            assert not now[p][1], (p, now[p])
+
+    team.settings["archive_policy"] = "public"
+    team.settings.save()
+    assert wait_until(lambda: stack.archive.get(path + "raw")[0] == 200, timeout=30)
+    reopened = seen()
+    assert all(status == 200 for status, _ in reopened.values()), reopened
+    assert all(shown for p, (_, shown) in reopened.items() if p in hidden), reopened

@@ -7,7 +7,7 @@ from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated
 
-from kittypyr.mailman import list_id_of
+from kittypyr.addresses import list_id_of
 from kittypyr.resources.admin import ListAdmin
 from kittypyr.resources.browsing import TagFolder, ThreadAlias, Year
 from kittypyr.resources.containers import Container
@@ -101,6 +101,11 @@ class MailingList(Persistent):
     __parent__ = None
 
     archive_policy = "public"
+    # False while the policy is assumed (private) for want of an answer from
+    # Mailman; the list is then asked about again at every chance.
+    policy_known = True
+    # Why the list has its policy, for the import's summary and ``kittypyr info``.
+    policy_reason = ""
     # Addresses, as Mailman last said (see kittypyr.mailman.sync_list).
     owners = ()
     moderators = ()

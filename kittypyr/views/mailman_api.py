@@ -6,13 +6,15 @@ import re
 from pyramid.httpexceptions import HTTPBadRequest, HTTPForbidden, HTTPUnauthorized
 from pyramid.view import view_config
 
-from kittypyr.archiving import ensure_mailing_list, store_parsed
-from kittypyr.mail import UnparseableMessage, parse_message
+from kittypyr.addresses import normalize_list_address
+from kittypyr.archiving import store_parsed
+from kittypyr.mail import UnparseableMessage, message_id_of_header, parse_message
 from kittypyr.mailman import (
     absolute_url,
     apply_list_details,
+    ask_list_details,
     client_is_allowed,
-    fetch_list_details,
+    create_list_with_policy,
     key_is_valid,
     list_url,
     message_url,
@@ -34,18 +36,24 @@ def _check_caller(request):
 @view_config(context=ApiMailman, name="archive", request_method="POST", renderer="json",
              require_csrf=False)  # authenticated by its key, not a session
 def archive(context, request):
-    """Archive one message; answer its permalink."""
+    """Archive one message; answer its permalink.
+
+    "200" means stored: anything else makes Mailman keep the message and
+    send it again, so every answer here is decided before it is given.
+    """
     _check_caller(request)
-    list_address = request.POST.get("mlist", "").strip().lower()
-    upload = request.POST.get("message")
-    if "@" not in list_address or upload is None or not hasattr(upload, "file"):
-        # A request Mailman never sends: no message is at stake.
-        raise HTTPBadRequest(json_body={"error": "expected the fields mlist and message"})
-    raw = upload.file.read()
-    known = list_address in context.archive.lists
-    mailing_list = ensure_mailing_list(context.archive, list_address)
-    if not known:
-        apply_list_details(mailing_list, fetch_list_details(request.registry, list_address))
+    list_address = normalize_list_address(request.POST.get("mlist", ""))
+    if list_address is None:
+        # Never a new list, and not a 5xx that Mailman would resend forever.
+        raise HTTPBadRequest(json_body={"error": "mlist is not a list's posting address"})
+    raw = _uploaded_bytes(request)
+    mailing_list = context.archive.lists.get(list_address)
+    if mailing_list is None:
+        mailing_list, details = _new_list(context.archive, request.registry, list_address)
+    elif not mailing_list.policy_known:
+        details = ask_list_details(request.registry, list_address)
+        if isinstance(details, dict):
+            apply_list_details(mailing_list, details)
     if mailing_list.archive_policy == "never":
         return {"url": list_url(request, list_address)}
     try:
@@ -66,16 +74,48 @@ def archive(context, request):
     return {"url": absolute_url(request, result.message)}
 
 
+def _uploaded_bytes(request):
+    """The bytes of the ``message`` upload, however often the request is run.
+
+    pyramid_retry runs the view again after a conflict with the same parsed
+    form, whose upload the first attempt read to its end: read it from its
+    start every time.
+    """
+    upload = request.POST.get("message")
+    stream = getattr(upload, "file", None)
+    if stream is None:
+        raise HTTPBadRequest(json_body={"error": "expected a file upload named message"})
+    stream.seek(0)
+    raw = stream.read()
+    if not raw.strip():
+        # Mailman never sends an empty message: something lost it on the
+        # way, and a 400 says so instead of keeping nothing as if it were mail.
+        raise HTTPBadRequest(json_body={"error": "the message upload is empty"})
+    return raw
+
+
+def _new_list(archive, registry, list_address):
+    """Create the list mail has just arrived for; 400 if Mailman has no such list."""
+    mailing_list, _ = create_list_with_policy(archive, registry, list_address)
+    if mailing_list.policy_reason.startswith("Mailman core has no such list"):
+        # Mailman posts only for lists it has: this is not Mailman speaking.
+        raise HTTPBadRequest(json_body={"error": f"Mailman core has no list {list_address}"})
+    return mailing_list, None
+
+
 @view_config(context=ApiMailman, name="urls", request_method="GET", renderer="json")
 def urls(context, request):
     """The list's URL, or with ``msgid`` the permalink the message has (or will have)."""
     _check_caller(request)
-    list_address = request.GET.get("mlist", "").strip().lower()
-    if "@" not in list_address:
-        raise HTTPBadRequest(json_body={"error": "expected mlist"})
+    list_address = normalize_list_address(request.GET.get("mlist", ""))
+    if list_address is None:
+        raise HTTPBadRequest(json_body={"error": "mlist is not a list's posting address"})
     message_id = request.GET.get("msgid")
     if message_id:
-        return {"url": message_url(request, list_address, message_id)}
+        # The plugin sends the Message-ID header stripped of its outer <>:
+        # put them back and read it as the archive reads the header, so two
+        # ids in one header, quotes or brackets inside give the same permalink.
+        return {"url": message_url(request, list_address, message_id_of_header(f"<{message_id}>"))}
     return {"url": list_url(request, list_address)}
 
 

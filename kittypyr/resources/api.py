@@ -4,6 +4,8 @@
 ``/api/list/<address>/thread/<key>/`` and ``/api/list/<address>/email/<hash>/``.
 """
 
+from kittypyr.resources.browsing import ListAlias
+
 
 class _Node:
     def __init__(self, name, parent):
@@ -54,7 +56,13 @@ class ApiMailman(_Node):
 
 class ApiListFolder(_Node):
     def __getitem__(self, address):
-        return ApiList(self.__parent__.archive.lists[address.lower()], address, self)
+        lists = self.__parent__.archive.lists
+        mailing_list = lists.data.get(address)
+        if mailing_list is not None:
+            return ApiList(mailing_list, address, self)
+        canonical = address.lower()
+        # KeyError when no list has the address in any case.
+        return ListAlias(address, self, ApiList(lists.data[canonical], canonical, self))
 
 
 class ApiList(_Node):

@@ -6,6 +6,7 @@ from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
 
 from kittypyr.resources.admin import AuditLog, SiteAdmin
 from kittypyr.resources.api import ApiRoot
+from kittypyr.resources.browsing import ListAlias
 from kittypyr.resources.community import add_community
 from kittypyr.resources.containers import Container
 from kittypyr.resources.quarantine import Quarantine
@@ -13,6 +14,19 @@ from kittypyr.resources.quarantine import Quarantine
 
 class MailingLists(Container):
     """All archived lists, keyed by posting address (lower case)."""
+
+    def __getitem__(self, name):
+        """The list named ``name``; for an address in other case, a ListAlias leading to it.
+
+        KeyError when no list has the address in any case.
+        """
+        mailing_list = self.data.get(name)
+        if mailing_list is not None:
+            return mailing_list
+        canonical = name.lower()
+        if canonical == name:
+            raise KeyError(name)
+        return ListAlias(name, self, self.data[canonical])
 
 
 def new_quarantine(archive):

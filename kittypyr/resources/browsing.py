@@ -41,6 +41,26 @@ class ThreadAlias:
         self.target = target
 
 
+class ListAlias:
+    """A list's address spelled in other case, and whatever path follows it.
+
+    Lists are keyed by their lower-case address; the alias leads there
+    (``target``: the list, or its JSON), so that every page keeps one URL.
+    ``rest`` holds the names traversed after the address.
+    """
+
+    def __init__(self, name, parent, target, rest=()):
+        self.__name__ = name
+        self.__parent__ = parent
+        self.target = target
+        self.rest = rest
+
+    def __getitem__(self, name):
+        # Traversal goes on through the whole path, so the redirect keeps it
+        # (and no view name is left over to miss).
+        return ListAlias(name, self, self.target, self.rest + (name,))
+
+
 class TagFolder:
     """``/list/<address>/tag/``: the tags readers gave the list's threads."""
 

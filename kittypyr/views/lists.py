@@ -1,11 +1,11 @@
 """The lists index, a list's overview and its month pages."""
 
-from pyramid.httpexceptions import HTTPNotFound
+from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
 from pyramid.view import view_config
 
 from kittypyr.queries import month_threads, recent_threads
 from kittypyr.resources import Archive, MailingList, MailingLists
-from kittypyr.resources.browsing import Month, Year
+from kittypyr.resources.browsing import ListAlias, Month, Year
 from kittypyr.stats import activity_of, today
 from kittypyr.tags import list_tags
 from kittypyr.views.community import fingerprint, marks_fingerprint, thread_marks, track_list
@@ -101,3 +101,17 @@ def month_page(context, request):
                    marks_fingerprint(marks))
     return {"month": context, "mailing_list": context.mailing_list, "threads": threads, "page": page,
             "marks": marks}
+
+
+@view_config(context=ListAlias)
+def list_alias(context, request):
+    """301 from a list's address in other case to its lower-case URL, keeping the path and the query.
+
+    One URL a page, so that links and caches do not split between spellings.
+    """
+    location = request.resource_url(context.target, *context.rest)
+    if context.rest and request.path_info.endswith("/"):
+        location += "/"
+    if request.query_string:
+        location += "?" + request.query_string
+    return HTTPMovedPermanently(location=location)

@@ -3,7 +3,9 @@
 Mailman core is the single source of truth for accounts and roles: a reader
 logs in with their Mailman address and password, and their roles on lists
 (member, owner, moderator) come from Mailman, cached for a minute. The
-session only remembers who logged in, in a signed cookie.
+session only remembers who logged in, in a signed cookie, and the account's
+session generation at the time: logging out raises the generation in the
+archive, which ends every copy of the cookie (``end_sessions``).
 
 Permissions are checked against the ``__acl__`` of the resources (see
 ``MailingList.__acl__``) with these principals:

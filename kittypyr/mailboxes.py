@@ -9,9 +9,11 @@ byte level, so multi-gigabyte archives never sit in memory as a whole; only
 the message currently being cut out does.
 """
 
+import errno
 import functools
 import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -36,15 +38,6 @@ _PIPERMAIL_NAME = re.compile(
 # Pipermail writes the envelope sender as "jdoe at example.com".
 _PIPERMAIL_ENVELOPE = re.compile(rb"From [^\s@]+ at [^\s@]+\s")
 
-# The exact envelope line Pipermail writes ("From <sender>  <ctime>"). When
-# it scrubs an attachment it leaves a "Url : ..." line with no blank line
-# after it, so in Pipermail files this line alone separates messages.
-_PIPERMAIL_SEPARATOR = re.compile(
-    rb"From \S+(?: at \S+)?  (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) "
-    rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
-    rb"[ \d]\d \d\d:\d\d:\d\d \d{4}\r?\n?$"
-)
-
 
 class MailSourceError(Exception):
     """A source could not be read (fully). str() names the file and the reason."""
@@ -67,13 +60,18 @@ class RawMail:
     for Pipermail files the "x at y" address headers are restored. ``position`` is the
     1-based ordinal of the message within ``source``. ``envelope_date`` is the
     UTC-aware date from the ``From `` line, or None when there is none or it
-    cannot be read.
+    cannot be read. ``doubts`` are sentences saying where (line and byte) the
+    split that starts this message, or a ``From `` line left inside it, was
+    a guess. ``failure`` says why a message could not be read at all (a
+    Maildir file that is a dangling link, say); ``raw`` is empty then.
     """
 
     raw: bytes
     source: str
     position: int
     envelope_date: Optional[datetime]
+    doubts: tuple = ()
+    failure: str = ""
 
 
 # --- envelope ("From ") lines -------------------------------------------
@@ -136,6 +134,49 @@ def _is_envelope(line):
         _ENV_TIME.search(line, 5) is not None
         and _ENV_YEAR.search(line, 5) is not None
     )
+
+
+_DAY_NAME_RE = rb"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?"
+
+# A whole envelope line: "From", an optional sender (an address, Pipermail's
+# "jdoe at example.com", "-" as Mozilla writes it, a broken one with spaces
+# in it, or nothing at all), then a date that ends the line, in asctime form
+# (seconds optional, a zone before or after the year or both, a UUCP
+# "remote from x" after it) or in RFC 5322 form. Body text that starts
+# "From " is rarely exactly this.
+_FULL_ENVELOPE = re.compile(
+    rb"From\s+(?:\S.*?\s+)?(?:" + _DAY_NAME_RE + rb"\s+)?(?:"
+    + _MONTH_RE + rb"\s+\d{1,2},?\s+" + _TIME_RE
+    + rb"(?:\s+" + _TZ_RE + rb")?\s+\d{4}(?:\s+" + _TZ_RE + rb")?(?:\s+remote from \S+)?"
+    + rb"|\d{1,2}\s+" + _MONTH_RE + rb"\s+\d{4}\s+" + _TIME_RE + rb"(?:\s+" + _TZ_RE + rb")?"
+    + rb")\s*\Z",
+    re.IGNORECASE,
+)
+
+# The envelope line Pipermail (and Mailman 2) writes: "From <sender>  <ctime>".
+# When a message's body has no final newline (a scrubbed attachment leaves a
+# "Url : ..." line last) Pipermail writes the next envelope right after it,
+# with no blank line between: there this form, with a header block after
+# it, is a normal separator.
+_WRITER_ENVELOPE = re.compile(
+    rb"From \S+(?: at \S+)?  (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) "
+    rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    rb"[ \d]\d \d\d:\d\d:\d\d \d{4}\Z"
+)
+
+_FULL, _LOOSE = "full", "loose"
+
+
+# Archives often repeat one envelope line (public-inbox writes the same
+# placeholder for every message).
+@functools.lru_cache(maxsize=512)
+def _envelope_form(line):
+    """_FULL for a whole envelope line, _LOOSE for a ``From `` line that only
+    has a time and a year somewhere, None for anything else."""
+    line = line.rstrip(b"\r\n")
+    if not _is_envelope(line):
+        return None
+    return _FULL if _FULL_ENVELOPE.match(line) else _LOOSE
 
 
 def _zone_offset(token):
@@ -486,12 +527,108 @@ def _read_single(stream, path):
     yield RawMail(data[_skip_blank(data):], path, 1, None)
 
 
+# What is looked at after a candidate envelope line to see whether a header
+# block follows: a few lines, within a few KB (a long Received: line may be
+# cut off; the start of it tells enough).
+_LOOKAHEAD_LINES = 6
+_LOOKAHEAD_BYTES = 4096
+
+_HEADERS, _NOTHING, _TEXT = "headers", "nothing", "text"
+
+
+def _what_follows(buf, start, eof):
+    """What buf holds from start, the line after an envelope line: _HEADERS,
+    _NOTHING (end of data, a blank line or the next envelope: an empty
+    message) or _TEXT; None when buf does not hold enough yet and more data
+    is to come.
+
+    Up to _LOOKAHEAD_LINES lines within _LOOKAHEAD_BYTES are looked at.
+    Real header blocks are often broken further down (a folded Subject
+    without its indent), so only their start is asked for: a run of header
+    lines with one of a message's usual fields in it, or with nothing but
+    header lines as far as is looked.
+    """
+    limit = start + _LOOKAHEAD_BYTES
+    lines = []
+    pos = start
+    while len(lines) < _LOOKAHEAD_LINES:
+        nl = buf.find(b"\n", pos, limit)
+        if nl < 0:
+            if not eof and len(buf) < limit:
+                return None
+            if pos < min(len(buf), limit):
+                lines.append(buf[pos:limit])
+            break
+        line = buf[pos:nl + 1]
+        if not lines:
+            # Nearly always the answer is on the first line.
+            match = _HEADER_LINE.match(line)
+            if match and match.group(1).lower() in _MESSAGE_FIELDS:
+                return _HEADERS
+        lines.append(line)
+        if not line.strip():
+            break
+        pos = nl + 1
+    if not lines or not lines[0].strip():
+        return _NOTHING
+    if lines[0].startswith(b"From ") and _envelope_form(lines[0]) is not None:
+        return _NOTHING
+    run = 0
+    usual = False
+    for line in lines:
+        if not line.strip():
+            break
+        match = _HEADER_LINE.match(line)
+        if match:
+            usual = usual or match.group(1).lower() in _MESSAGE_FIELDS
+        elif not (run and _CONTINUATION.match(line)):
+            break
+        run += 1
+    if run and (usual or run == len(lines) or not lines[run].strip()):
+        return _HEADERS
+    return _TEXT
+
+
+def _judge_envelope(line, form, blank_before, follows):
+    """Whether a ``From `` line starts a new message, and what is doubtful about that.
+
+    Returns (split, doubt); doubt is None or a sentence for the import's
+    report. An envelope line after a blank line is the mbox rule; one with
+    no blank line before it needs the full date form and a header block
+    after it, and is only usual in the form Pipermail writes so.
+    """
+    if blank_before:
+        if form == _FULL:
+            if follows == _TEXT:
+                return True, "a new message starts at an envelope line with no header after it"
+            return True, None
+        # Prose such as "From 10:30 to 11:00 in 2007." has a time and a year
+        # too: only a header block after it makes this a separator.
+        if follows != _HEADERS:
+            return False, ("a 'From ' line with a time and a year but no header after it,"
+                           " kept in the message")
+        return True, "a new message starts at a 'From ' line whose date is not in a known form"
+    if form != _FULL:
+        return False, None
+    if follows != _HEADERS:
+        return False, ("an envelope line with no blank line before it and no header after it,"
+                       " kept in the message")
+    if _WRITER_ENVELOPE.match(line.rstrip(b"\r\n")):
+        return True, None
+    return True, "a new message starts at an envelope line with no blank line before it"
+
+
 def _split_mbox(stream, path, pipermail):
     """Split an mbox stream into RawMail objects.
 
-    A message ends where a line that follows an empty line (or the start of
-    the message) begins with b"From " and looks like an envelope line. The
-    empty separator line is not part of the message.
+    Every line that starts with b"From " and has a date is judged on its own
+    (``_judge_envelope``): after an empty line (or at the start of a
+    message) it separates messages, as in any mbox; right after another
+    line only with a full date and a header block after it, as Pipermail
+    writes them. The empty separator line is not part of the message. Each
+    doubtful decision goes into the ``doubts`` of the message it concerns,
+    with its line and byte in the (decompressed) file, so that no message
+    can be merged into another, or cut in two, without a word.
 
     The buffer is only re-sliced when more data is read, never per message,
     and each read is at least as large as the pending data, so that neither
@@ -500,6 +637,17 @@ def _split_mbox(stream, path, pipermail):
     read = stream.read
     buf = b""
     eof = False
+    # Bytes and newlines of the file before buf, and a cursor that counts
+    # newlines in buf only up to where a doubt needs its line number.
+    dropped = 0
+    counted_to = 0
+    newlines = 0
+
+    def where(i):
+        nonlocal counted_to, newlines
+        newlines += buf.count(b"\n", counted_to, i)
+        counted_to = i
+        return f"line {newlines + 1} (byte {dropped + i})"
 
     # Locate the first envelope line, skipping blank lines before it.
     while True:
@@ -512,6 +660,8 @@ def _split_mbox(stream, path, pipermail):
             return
         chunk = read(_CHUNK)
         if chunk:
+            newlines += buf.count(b"\n", 0, start)
+            dropped += start
             buf = buf[start:] + chunk
         else:
             eof = True
@@ -519,6 +669,7 @@ def _split_mbox(stream, path, pipermail):
         raise MailSourceError(path, "not mail: no mbox 'From ' line where a message should start")
     base = len(buf) if nl < 0 else nl + 1
     envelope = buf[start:base]
+    doubts = []
 
     position = 0
     scan = base
@@ -526,37 +677,41 @@ def _split_mbox(stream, path, pipermail):
     while True:
         i = find(b"\nFrom ", scan)
         if i >= 0:
-            # buf[i] ends the line before the candidate; that line must be
-            # empty: buf[i] starts the message or follows a line end.
-            blank_before = (
-                i == base
-                or buf[i - 1] == 0x0A
-                or (buf[i - 1] == 0x0D and (i - 1 == base or buf[i - 2] == 0x0A))
-            )
-            if not (blank_before or pipermail):
-                scan = i + 1
-                continue
             line_end = find(b"\n", i + 1)
             if line_end >= 0 or eof:
                 if line_end < 0:
                     line_end = len(buf) - 1
                 line = buf[i + 1:line_end + 1]
-                if blank_before:
-                    if not _is_envelope(line):
-                        scan = i + 1
-                        continue
-                    cut = i - 1 if i > base and buf[i - 1] == 0x0D else i
-                elif _PIPERMAIL_SEPARATOR.match(line):
-                    cut = i + 1
-                else:
+                form = _envelope_form(line)
+                # buf[i] ends the line before the candidate; that line is
+                # empty if buf[i] starts the message or follows a line end.
+                blank_before = (
+                    i == base
+                    or buf[i - 1] == 0x0A
+                    or (buf[i - 1] == 0x0D and (i - 1 == base or buf[i - 2] == 0x0A))
+                )
+                if form is None or (form != _FULL and not blank_before):
                     scan = i + 1
                     continue
-                position += 1
-                yield _finish(buf[base:cut], path, position, envelope, pipermail)
-                envelope = line
-                base = scan = line_end + 1
-                continue
-            scan = i
+                follows = _what_follows(buf, line_end + 1, eof)
+                if follows is not None:
+                    split, doubt = _judge_envelope(line, form, blank_before, follows)
+                    if not split:
+                        if doubt:
+                            doubts.append(f"{where(i + 1)}: {doubt}")
+                        scan = i + 1
+                        continue
+                    if blank_before:
+                        cut = i - 1 if i > base and buf[i - 1] == 0x0D else i
+                    else:
+                        cut = i + 1
+                    position += 1
+                    yield _finish(buf[base:cut], path, position, envelope, pipermail, doubts)
+                    doubts = [f"{where(i + 1)}: {doubt}"] if doubt else []
+                    envelope = line
+                    base = scan = line_end + 1
+                    continue
+            scan = i  # the line or what follows it is not all read yet
         elif eof:
             break
         else:
@@ -564,6 +719,11 @@ def _split_mbox(stream, path, pipermail):
             scan = max(base, len(buf) - 5)
         chunk = read(max(_CHUNK, len(buf) - base))
         if chunk:
+            if counted_to < base:
+                newlines += buf.count(b"\n", counted_to, base)
+                counted_to = base
+            counted_to -= base
+            dropped += base
             buf = buf[base:] + chunk
             scan -= base
             base = 0
@@ -577,19 +737,29 @@ def _split_mbox(stream, path, pipermail):
     elif raw.endswith(b"\n\n") or raw == b"\n":
         raw = raw[:-1]
     position += 1
-    yield _finish(raw, path, position, envelope, pipermail)
+    yield _finish(raw, path, position, envelope, pipermail, doubts)
 
 
-def _finish(raw, path, position, envelope, pipermail):
-    if pipermail:
+def _finish(raw, path, position, envelope, pipermail, doubts):
+    # A file joined from months of one list may hold Pipermail's messages
+    # after others: each is known by its own envelope line.
+    if pipermail or _PIPERMAIL_ENVELOPE.match(envelope):
         raw = _restore_addresses(raw)
     else:
         raw = _unquote(raw)
-    return RawMail(raw, path, position, _envelope_date(envelope))
+    return RawMail(raw, path, position, _envelope_date(envelope), tuple(doubts))
 
 
 def _read_maildir(path):
+    """Yield the messages of cur/ and new/, by file name.
+
+    Every entry is a message: one that cannot be read (a dangling link, a
+    directory where a message file should be, an I/O error) is yielded as
+    a failure in its place and the others are read. A folder that cannot
+    be listed is raised as MailSourceError after the other's messages.
+    """
     entries = []
+    unlisted = None
     for sub in ("cur", "new"):
         folder = os.path.join(path, sub)
         try:
@@ -597,21 +767,37 @@ def _read_maildir(path):
         except FileNotFoundError:
             continue
         except OSError as exc:
-            raise MailSourceError(folder, _describe(exc)) from exc
-        for name in names:
-            if name.startswith("."):
-                continue
-            full = os.path.join(folder, name)
-            if os.path.isfile(full):
-                entries.append((name, sub, full))
+            unlisted = MailSourceError(folder, _describe(exc))
+            continue
+        entries.extend((name, sub) for name in names if not name.startswith("."))
     entries.sort()
-    for position, (_, _, full) in enumerate(entries, start=1):
+    for position, (name, sub) in enumerate(entries, start=1):
         try:
-            with open(full, "rb") as fh:
-                raw = fh.read()
+            raw = _read_message_file(os.path.join(path, sub, name))
         except OSError as exc:
-            raise MailSourceError(full, _describe(exc)) from exc
+            yield RawMail(b"", path, position, None, failure=f"{sub}/{name}: {_describe(exc)}")
+            continue
         yield RawMail(raw, path, position, None)
+    if unlisted is not None:
+        raise unlisted
+
+
+def _read_message_file(full):
+    """The bytes of one Maildir file; OSError if it is not a readable file."""
+    # Non-blocking, so that a FIFO left in cur/ fails here instead of
+    # waiting for a writer forever; regular files read as usual.
+    fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a directory, not a message file")
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+    except OSError:
+        os.close(fd)
+        raise
+    with open(fd, "rb") as fh:
+        return fh.read()
 
 
 _MONTH_ORDER = {

@@ -469,3 +469,163 @@ def test_pipermail_folder_lists_each_month_once_in_order(tmp_path):
     ]
     other = tmp_path / "2007-March"
     assert expand_sources([other]) == [str(other)]
+
+
+# --- envelope lines recognised one by one -------------------------------
+
+
+def _pipermail_message(n, last_line=b"bye"):
+    """A Pipermail message whose body has no final newline, as Pipermail leaves it."""
+    return (
+        b"From: person%d at example.org (Person %d)\n"
+        b"Date: Fri, 02 Apr 2004 15:52:00 +0000\n"
+        b"Subject: [list] topic %d\n"
+        b"Message-ID: <pm%d@example.org>\n"
+        b"\n" % (n, n, n, n)
+    ) + last_line
+
+
+def test_joined_months_split_at_every_envelope_whatever_the_first_looks_like(tmp_path):
+    # `cat 20*.txt > list.mbox` of a list whose early months have real
+    # addresses in the envelope and whose later months are Pipermail's.
+    early = b"".join(
+        b"From jdoe@example.com  Thu Dec 11 05:57:05 2003\n" + _message(n) + b"\n" for n in (1, 2)
+    )
+    late = b"".join(
+        b"From person%d at example.org  Fri Apr  2 15:52:%02d 2004\n" % (n, n)
+        + _pipermail_message(n, b"Url : http://example.org/pipermail/list/attachments/%d.bin\n" % n)
+        for n in (3, 4, 5)
+    )
+    path = _write(tmp_path, "list.mbox", early + late)
+
+    mails = list(read_mail(path))
+
+    assert len(mails) == 5
+    assert [m.raw.split(b"\n", 1)[0] for m in mails] == [
+        b"From: user1@example.com",
+        b"From: user2@example.com",
+        b"From: person3@example.org (Person 3)",
+        b"From: person4@example.org (Person 4)",
+        b"From: person5@example.org (Person 5)",
+    ]
+    assert mails[4].envelope_date == datetime(2004, 4, 2, 15, 52, 5, tzinfo=timezone.utc)
+    # Pipermail writes its envelopes so: nothing doubtful about these splits.
+    assert all(m.doubts == () for m in mails)
+
+
+@pytest.mark.parametrize(
+    "envelope, date",
+    [
+        (b"From jdoe at example.com  Fri Apr  2 15:52:00 2004", datetime(2004, 4, 2, 15, 52)),
+        (b"From jdoe@example.com  Fri Apr  2 15:52:00 2004", datetime(2004, 4, 2, 15, 52)),
+        (b"From - Fri Apr  2 15:52:00 2004", datetime(2004, 4, 2, 15, 52)),
+        (b"From  Fri Apr  2 15:52:00 2004", datetime(2004, 4, 2, 15, 52)),
+        (b"From Fri Apr  2 15:52:00 2004", datetime(2004, 4, 2, 15, 52)),
+        (b"From jdoe@example.com Fri Apr  2 15:52 2004", datetime(2004, 4, 2, 15, 52)),
+        (b"From jdoe@example.com Fri Apr  2 15:52:00 PST 2004", datetime(2004, 4, 2, 23, 52)),
+        (b"From jdoe@example.com Fri Apr  2 15:52:00 2004 -0800", datetime(2004, 4, 2, 23, 52)),
+        (b"From jdoe@example.com Fri Apr  2 15:52:00 PST 2004 -0800", datetime(2004, 4, 2, 23, 52)),
+        (b"From jdoe@example.com Fri, 2 Apr 2004 15:52:00 +0000", datetime(2004, 4, 2, 15, 52)),
+    ],
+)
+def test_envelope_forms_split_with_or_without_a_blank_line_before(tmp_path, envelope, date):
+    date = date.replace(tzinfo=timezone.utc)
+    for name in ("2004-April.txt", "list.mbox"):
+        after_blank = _write(tmp_path, name, _mbox(_message(1), envelope=envelope + b"\n") * 2)
+        mails = list(read_mail(after_blank))
+        assert len(mails) == 2 and [m.envelope_date for m in mails] == [date, date]
+        assert all(m.doubts == () for m in mails)
+
+        no_blank = _write(tmp_path, name, b"".join(envelope + b"\n" + _pipermail_message(n) + b"\n"
+                                                   for n in (1, 2)))
+        mails = list(read_mail(no_blank))
+        assert len(mails) == 2 and mails[1].envelope_date == date
+        assert mails[1].raw.startswith(b"From: person2")
+
+
+def test_from_lines_in_bodies_do_not_split(tmp_path):
+    body = (
+        b"Some text.\n"
+        b"From what I saw yesterday, it works.\n"
+        b"\n"
+        b"From what I saw yesterday, it works.\n"
+        b"From jdoe at example.com it came on Fri Apr  2, 15:52, I think.\n"
+        b"From: not a header block after a sentence\n"
+    )
+    path = _write(tmp_path, "list.mbox", _mbox(_message(1, body), _message(2)))
+
+    mails = list(read_mail(path))
+
+    assert [m.raw for m in mails] == [_message(1, body), _message(2)]
+    assert all(m.doubts == () for m in mails)
+
+
+def test_a_doubtful_envelope_is_reported_with_its_line_and_byte(tmp_path, monkeypatch):
+    # Tiny reads: the line and byte count must survive the buffer's re-slicing.
+    monkeypatch.setattr("kittypyr.mailboxes._CHUNK", 7)
+    quoted = b"From jdoe@example.com Fri Apr  2 15:52:00 2004\n"
+    body = b"He pasted this:\n" + quoted + b"and nothing more.\n"
+    first = _mbox(_message(1, body))
+    # An envelope with no blank line before it and not in the form Pipermail
+    # or Python's mailbox writes: split, since headers follow, but doubtful.
+    unusual = b"From jdoe@example.com Fri, 2 Apr 2004 15:52:00 +0000\n"
+    second = b"From person2 at example.org  Fri Apr  2 15:52:00 2004\n" + _pipermail_message(2, b"end")
+    data = first + second + b"\n" + unusual + _pipermail_message(3)
+    path = _write(tmp_path, "list.mbox", data)
+
+    mails = list(read_mail(path))
+
+    assert len(mails) == 3
+    assert mails[0].raw == _message(1, body)
+    kept_at = first.index(quoted)
+    kept_line = first[:kept_at].count(b"\n") + 1
+    split_at = data.index(unusual)
+    split_line = data[:split_at].count(b"\n") + 1
+    assert mails[0].doubts == (
+        f"line {kept_line} (byte {kept_at}): an envelope line with no blank line before it"
+        " and no header after it, kept in the message",
+    )
+    assert mails[2].doubts == (
+        f"line {split_line} (byte {split_at}): a new message starts at an envelope line"
+        " with no blank line before it",
+    )
+
+
+def test_unreadable_maildir_entries_are_failures_among_the_messages(tmp_path):
+    path = _maildir(
+        tmp_path,
+        [("cur", "1200000001.M1.host:2,S", _message(1)), ("new", "1200000004.M4.host", _message(4))],
+    )
+    (tmp_path / "Maildir" / "cur" / "1200000002.M2.host:2,S").symlink_to(tmp_path / "gone")
+    (tmp_path / "Maildir" / "new" / "1200000003.M3.host").mkdir()
+    os.mkfifo(tmp_path / "Maildir" / "new" / "1200000003.M5.host")
+
+    mails = list(read_mail(path))
+
+    assert [(m.position, m.raw, m.failure) for m in mails] == [
+        (1, _message(1), ""),
+        (2, b"", "cur/1200000002.M2.host:2,S: No such file or directory"),
+        (3, b"", "new/1200000003.M3.host: a directory, not a message file"),
+        (4, b"", "new/1200000003.M5.host: not a regular file"),
+        (5, _message(4), ""),
+    ]
+
+
+def test_a_from_line_with_an_unusual_date_splits_only_before_headers(tmp_path):
+    prose = b"From 10:30 to 11:00 in 2007 we met.\n"
+    unusual = b"From jdoe@example.com 2007-03-06 09:12:45\n"
+    data = _mbox(_message(1, b"Agenda:\n\n" + prose + b"\nBye.\n")) + unusual + _message(2)
+    path = _write(tmp_path, "list.mbox", data)
+
+    first, second = read_mail(path)
+
+    assert first.raw == _message(1, b"Agenda:\n\n" + prose + b"\nBye.\n")
+    assert second.raw == _message(2)
+    assert first.doubts == (
+        f"line 9 (byte {data.index(prose)}): a 'From ' line with a time and a year but no header"
+        " after it, kept in the message",
+    )
+    assert second.doubts == (
+        f"line 13 (byte {data.index(unusual)}): a new message starts at a 'From ' line whose date"
+        " is not in a known form",
+    )

@@ -53,6 +53,7 @@ class FileReport:
     duplicates: int = 0
     skipped: collections.Counter = field(default_factory=collections.Counter)
     failed: list = field(default_factory=list)  # (position, reason)
+    doubtful: list = field(default_factory=list)  # (position, where and why), see RawMail.doubts
     error: str = ""
 
 
@@ -81,7 +82,7 @@ class ImportReport:
         return not any(f.error or f.failed for f in self.files)
 
     def summary(self):
-        """Human-readable lines: totals, then every reason and every failure."""
+        """Human-readable lines: totals, then every reason, every failure and every doubtful split."""
         lines = [
             "read {}, archived {}, duplicates {}, skipped {}, failed {}".format(
                 *(self.total(a) for a in ("read", "archived", "duplicates", "skipped", "failed"))
@@ -92,6 +93,8 @@ class ImportReport:
                 lines.append(f"skipped {count} in {report.path}: {reason}")
             for position, reason in report.failed:
                 lines.append(f"failed: {report.path}, message {position}: {reason}")
+            for position, doubt in report.doubtful:
+                lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
             if report.error:
                 lines.append(f"error: {report.error}")
         return lines
@@ -109,6 +112,8 @@ class Parsed:
 
 def parse_raw(raw_mail):
     """Parse one ``RawMail``; never raises."""
+    if raw_mail.failure:
+        return Parsed(raw_mail.source, raw_mail.position, failure=raw_mail.failure)
     try:
         mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
         _prepare_for_storing(mail)
@@ -148,6 +153,7 @@ def read_sources(paths, report, log_errors=True):
         try:
             for raw_mail in read_mail(path):
                 file_report.read += 1
+                file_report.doubtful.extend((raw_mail.position, doubt) for doubt in raw_mail.doubts)
                 # Reported per file given, even for a Maildir's many files.
                 raw_mail.source = file_report.path
                 yield raw_mail
@@ -213,9 +219,10 @@ def parse_all(paths, report, workers):
         for number in range(workers):
             if number not in files:
                 files[number] = _receive(channels[number], processes[number])[1]
-        for path, read, error in files[0]:
+        for path, read, error, doubtful in files[0]:
             file_report = report.file(path)
             file_report.read = read
+            file_report.doubtful = doubtful
             if error:
                 file_report.error = error
                 log.error("%s", error)
@@ -296,7 +303,7 @@ def _parser_process(paths, number, count, depth, channel):
         if index % count == number:
             send((_CHUNK, [parse_raw(raw_mail) for raw_mail in chunk]))
     # Reading is the same in every parser process; one reports it.
-    files = [(f.path, f.read, f.error) for f in report.files] if number == 0 else None
+    files = [(f.path, f.read, f.error, f.doubtful) for f in report.files] if number == 0 else None
     send((_DONE, files))
     put(None)
     sender.join()

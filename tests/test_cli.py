@@ -234,6 +234,51 @@ def test_pack_leaves_no_old_copy_of_a_filestorage_with_its_own_blobs(zodb, tmp_p
     connection.close()
 
 
+def test_joined_months_import_every_message_and_report_doubtful_splits(tmp_path, config):
+    # `cat 20*.txt > dev.mbox`: the early months have real addresses in their
+    # envelope lines, the later ones are Pipermail's, whose envelope follows
+    # a body without a final newline directly.
+    early = pipermail_month(3).replace(" at example.org  ", "@example.org  ", 3)
+    late = pipermail_month(6)[len(pipermail_month(3)):].replace(".\n\nFrom person", ".\nFrom person")
+    # One envelope written by neither Pipermail nor an mbox writer, glued to
+    # the line before it: split, and said so.
+    late += "Url : http://example.org/a.bin\nFrom person6@example.org Thu, 14 Mar 2019 09:40:00 +0000\n"
+    late += "From: person6 at example.org (Person 6)\nMessage-ID: <pm6@example.org>\n\nLast.\n"
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_text(early + late)
+    glued_line = (early + late).splitlines().index(
+        "From person6@example.org Thu, 14 Mar 2019 09:40:00 +0000") + 1
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "1")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 7, archived 7, duplicates 0, skipped 0, failed 0" in result.stdout
+    # Pipermail's own glued envelopes are no doubt; the other one is.
+    assert result.stdout.count("doubtful split") == 1
+    assert f"doubtful split: {mbox}, message 7, line {glued_line} (byte " in result.stdout
+    assert info(config, LIST)["messages"] == 7
+
+
+def test_unreadable_maildir_entries_fail_and_the_rest_is_imported(tmp_path, config):
+    maildir = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    for n, raw in enumerate(corpus(4)):
+        (maildir / "cur" / f"12000000{n}0.M{n}.host:2,S").write_bytes(raw)
+    (maildir / "cur" / "1200000015.M9.host:2,S").symlink_to(tmp_path / "moved-away")
+    (maildir / "new" / "1200000016.M8.host").mkdir()
+
+    result = kittypyr("import", config, LIST, maildir, "--workers", "0")
+
+    assert result.returncode == 1
+    assert "read 6, archived 4, duplicates 0, skipped 0, failed 2" in result.stdout
+    assert (f"failed: {maildir}, message 3: cur/1200000015.M9.host:2,S: No such file or directory"
+            in result.stdout)
+    assert (f"failed: {maildir}, message 4: new/1200000016.M8.host: a directory, not a message file"
+            in result.stdout)
+    assert info(config, LIST)["messages"] == 4
+
+
 def test_import_says_which_policy_a_new_list_got_and_why(tmp_path, config):
     mbox = tmp_path / "dev.mbox"
     mbox.write_bytes(mbox_bytes(corpus(5)))

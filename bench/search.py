@@ -1,12 +1,16 @@
 """Search latency over HTTP and the catalog's size, on a real archive.
 
-    .venv/bin/python bench/search.py [--data DIR] [--corpus PATH] [--requests N]
+    .venv/bin/python bench/search.py [--data DIR] [--corpus PATH] [--requests N] [--adversarial]
 
 Imports the corpus into DIR (skipped when DIR already holds an archive; the
 same folder as bench/pages.py can be shared), serves it with ``pserve``,
 and prints p50 / p95 latency of ``/search`` for a common word, a rare word,
 a phrase, ``from:`` with a word and a date range with a word, with the
 number of hits of each; then the catalog's size against the raw mail.
+
+``--adversarial`` times, instead, what one anonymous request may ask: a
+20,000-word phrase, a 1,000-branch OR query and a page number far past the
+last page (the search caps them; see the README's Searching section).
 """
 
 import argparse
@@ -23,6 +27,8 @@ sys.path.insert(0, str(HERE))
 from common import served_archive  # noqa: E402
 from pages import LIST, measure, rss_mb  # noqa: E402
 
+from kittypyr.search import SearchLimits  # noqa: E402
+
 QUERIES = {
     "common word": "kernel",
     "rare word": "yeeloong",
@@ -30,6 +36,32 @@ QUERIES = {
     "from: + word": "from:ralf kernel",
     "date range + word": "date:2010-01..2010-06 kernel",
 }
+
+
+# Common words of the corpus, cycled: every word of the phrase is in the
+# index, so the phrase is really looked for, not refused for an unknown word.
+COMMON_WORDS = ("the kernel patch for mips on this is a bug in linux with that it to and "
+                "of be not fix from tree board driver").split()
+
+
+def adversarial_queries():
+    phrase = " ".join(COMMON_WORDS[i % len(COMMON_WORDS)] for i in range(20_000))
+    branches = " OR ".join(str(n) for n in range(1, 1001))
+    # The costliest a query within the default limits can be: as many
+    # phrases of common words as it may have, each as long as it may be.
+    limits = SearchLimits()
+    phrases = " ".join('"' + " ".join(COMMON_WORDS[i : i + limits.max_phrase_words]) + '"'
+                       for i in range(limits.max_terms))
+    words = " ".join(COMMON_WORDS[: limits.max_terms])
+    alternatives = " OR ".join(COMMON_WORDS[: limits.max_or_branches])
+    return {
+        "20,000-word phrase": {"q": f'"{phrase}"'},
+        "1,000-branch OR": {"q": branches},
+        "common words": {"q": words},
+        "OR of common words": {"q": alternatives},
+        "longest phrases": {"q": phrases},
+        "page 10**30": {"q": "kernel", "page": str(10**30)},
+    }
 
 
 def catalog_size(config):
@@ -70,10 +102,27 @@ def main():
     parser.add_argument("--data", help="folder for the archive (kept; reused when present)")
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
     parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--adversarial", action="store_true",
+                        help="time the costliest queries one request may ask")
     parser.add_argument("--size-of", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.size_of:
         print(json.dumps(catalog_size(args.size_of)))
+        return
+
+    if args.adversarial:
+        with served_archive(args.data, args.corpus, LIST, "kittypyr-search-") as (_, port, server, _):
+            print(f"{'query':20} {'query chars':>11} {'hits':>6} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}")
+            for name, params in adversarial_queries().items():
+                url = "/search?" + urllib.parse.urlencode(dict(params, mlist=LIST))
+                try:
+                    cold, p50, p95 = measure(port, url, args.requests)
+                except RuntimeError as failed:  # a 500 is a figure too: the page number one
+                    print(f"{name:20} {len(params['q']):11d} {'':>6} {str(failed).split()[-1]:>9}")
+                    continue
+                found = hits(port, params["q"])
+                print(f"{name:20} {len(params['q']):11d} {found:6d} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
+            print(f"server RSS after the run: {rss_mb(server.pid):.0f} MB")
         return
 
     with served_archive(args.data, args.corpus, LIST, "kittypyr-search-") as (config, port, server, _):

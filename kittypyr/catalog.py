@@ -349,6 +349,27 @@ def search(archive, query, sort_index=None, limit=None, reverse=False):
     return total.total if hasattr(total, "total") else total, resources()
 
 
+def search_page(archive, query, start, size, sort_index, reverse=False):
+    """``(total, resources)``: the ``size`` resources from the ``start``-th, in ``sort_index`` order.
+
+    A ``start`` past the last result gives the last page instead (as
+    ``Page`` numbers it), so a page number typed past the end answers the
+    last page. The results before ``start`` are never loaded.
+    """
+    total, docids = archive.catalog.query(query, sort_index=sort_index, limit=start + size, reverse=reverse)
+    total = total.total if hasattr(total, "total") else total
+    if start >= total:
+        start = max(0, (total - 1) // size * size)
+    address_for = archive.document_map.address_for_docid
+    found = []
+    for docid in itertools.islice(docids, start, start + size):
+        path = address_for(docid)
+        resource = None if path is None else _resolve(archive, docid, path)
+        if resource is not None:
+            found.append(resource)
+    return total, found
+
+
 def reindex_archive(archive, registry, commit=None, every=1000):
     """Rebuild the catalog from the tree; ``commit()`` is called every ``every`` resources.
 

@@ -10,6 +10,11 @@ The language: words (all must match), ``"exact phrase"``, ``-word``,
 ``date:2019-01..2019-06`` (both months included), ``after:2018-03-01``
 (from that day on) and ``before:2019`` (until the end of 2018). What cannot be understood is
 reported in ``SearchResults.problems`` and left out; the rest still runs.
+
+One anonymous request must not cost seconds, so a query is bounded by
+``SearchLimits`` (its length, its words and fields, the words of a phrase,
+the alternatives of an OR); what goes past a limit is left out and said so
+in the same problem line.
 """
 
 import calendar
@@ -23,7 +28,7 @@ from pyramid.traversal import find_resource, find_root
 from repoze.catalog.query import Any, Contains, DoesNotContain, Eq, InRange
 from zope.index.text.parsetree import ParseError
 
-from kittypyr.catalog import make_text_index, search
+from kittypyr.catalog import make_text_index, search_page
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
@@ -42,6 +47,35 @@ def get_subject(obj, default):
     if isinstance(obj, Message) and obj.subject:
         return obj.subject
     return default
+
+
+@dataclass(frozen=True)
+class SearchLimits:
+    """The most one query may ask; ``kittypyr.search_max_*`` settings override each.
+
+    Every word of the query is a set to intersect and score in the text
+    index and every phrase a check of each candidate's word positions: a
+    20,000-word phrase took 14 s of CPU. Within these, a search of a 28,000-
+    message archive stays within a few hundred milliseconds
+    (``bench/search.py --adversarial``).
+    """
+
+    max_query_chars: int = 1000
+    max_terms: int = 12  # words, phrases and fields, each OR alternative counted
+    max_phrase_words: int = 8
+    max_or_branches: int = 8
+
+    @classmethod
+    def from_settings(cls, settings):
+        values = {}
+        for name in ("max_query_chars", "max_terms", "max_phrase_words", "max_or_branches"):
+            given = settings.get(f"kittypyr.search_{name}")
+            if given not in (None, ""):
+                values[name] = max(1, int(given))
+        return cls(**values)
+
+
+DEFAULT_LIMITS = SearchLimits()
 
 
 @dataclass
@@ -89,19 +123,34 @@ def _date_bounds(text):
         return None
 
 
-def _quoted(term):
-    """A word or phrase as the text index's own parser reads it literally."""
+def _quoted(term, parsed, limits):
+    """A word or phrase as the text index's own parser reads it literally, cut to the limit."""
     words = _WORD_CHARS.findall(term)
     if not words:
         return None
+    if len(words) > limits.max_phrase_words:
+        _tell(parsed, f"A phrase may have up to {limits.max_phrase_words} words: only the first "
+                      f"{limits.max_phrase_words} words of “{' '.join(words[:3])} …” were searched.")
+        words = words[: limits.max_phrase_words]
     return words[0] if len(words) == 1 else '"' + " ".join(words) + '"'
 
 
-def parse_search(query):
-    """Split ``query`` into its understood parts; never raises."""
+def _tell(parsed, problem):
+    if problem not in parsed.problems:
+        parsed.problems.append(problem)
+
+
+def parse_search(query, limits=DEFAULT_LIMITS):
+    """Split ``query`` into its understood parts, within ``limits``; never raises."""
     parsed = ParsedSearch()
+    query = query or ""
+    if len(query) > limits.max_query_chars:
+        parsed.problems.append(f"The query is longer than {limits.max_query_chars} characters: "
+                               "only its beginning was searched.")
+        query = query[: limits.max_query_chars]
     pending_or = False
-    for match in _TOKEN.finditer(query or ""):
+    terms = 0
+    for match in _TOKEN.finditer(query):
         negative, name, value = match.group(1) == "-", match.group(2), match.group(3)
         if value.startswith('"'):
             if len(value) == 1 or not value.endswith('"'):
@@ -112,13 +161,24 @@ def parse_search(query):
         if name is None and value == "OR" and not negative:
             pending_or = bool(parsed.groups)
             continue
+        joins_or = pending_or and name is None and not negative
+        if joins_or and len(parsed.groups[-1]) >= limits.max_or_branches:
+            # A long OR is cut, not the words after it: they still narrow.
+            _tell(parsed, f"Only the first {limits.max_or_branches} alternatives of an OR were searched.")
+            pending_or = False
+            continue
+        terms += 1
+        if terms > limits.max_terms:
+            parsed.problems.append(f"Only the first {limits.max_terms} words, phrases and fields of "
+                                   "the query were searched.")
+            break
         if name is not None:
             name = name.lower()
             if name not in FIELDS:
                 parsed.problems.append(f"Unknown field “{name}:” — searched as words.")
                 value, name = f"{name} {value}", None
         if name is None:
-            term = _quoted(value)
+            term = _quoted(value, parsed, limits)
             if term is None:
                 continue
             if negative:
@@ -130,15 +190,15 @@ def parse_search(query):
             pending_or = False
             continue
         pending_or = False
-        _parse_field(parsed, name, value)
+        _parse_field(parsed, name, value, limits)
     return parsed
 
 
-def _parse_field(parsed, name, value):
+def _parse_field(parsed, name, value, limits):
     if name == "from":
         parsed.senders.append(value.lower())
     elif name == "subject":
-        term = _quoted(value)
+        term = _quoted(value, parsed, limits)
         if term:
             parsed.subject.append(term)
     elif name == "list":
@@ -245,13 +305,16 @@ class SearchResults:
     sort: str = "relevance"
 
 
-def run_search(archive, query, visible_lists, mlist=None, sort="relevance", start=0, size=20):
+def run_search(archive, query, visible_lists, mlist=None, sort="relevance", start=0, size=20,
+               limits=DEFAULT_LIMITS):
     """Search the messages of ``visible_lists`` (addresses); return SearchResults.
 
     ``mlist`` narrows to one list (ignored unless visible). Results are the
-    messages ``start`` to ``start + size`` in the chosen order.
+    messages ``start`` to ``start + size`` in the chosen order; a ``start``
+    past the last result gives the last ``size``-page. The query is read
+    within ``limits``.
     """
-    parsed = parse_search(query)
+    parsed = parse_search(query, limits)
     results = SearchResults(query=query, problems=list(parsed.problems))
     if sort not in SORTS:
         results.problems.append(f"Unknown order “{sort}”; showing the best matches first.")
@@ -307,9 +370,9 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         if sort == "relevance":
             total, hits = _by_relevance(archive, catalog_query, start, size)
         else:
-            total, found = search(archive, catalog_query, sort_index="date",
-                                  reverse=sort == "date-desc", limit=start + size)
-            hits = [SearchHit(m, None) for i, m in enumerate(found) if i >= start]
+            total, found = search_page(archive, catalog_query, start, size, "date",
+                                       reverse=sort == "date-desc")
+            hits = [SearchHit(m, None) for m in found]
     except ParseError as exc:
         results.problems.append(f"The words could not be searched ({exc}); try fewer common words.")
         return results
@@ -342,6 +405,13 @@ def _excluding(terms):
     return query
 
 
+def _last_page_start(start, size, total):
+    """``start``, or the first item of the last page when ``start`` is past the end."""
+    if start < total:
+        return start
+    return max(0, (total - 1) // size * size)
+
+
 def _by_relevance(archive, catalog_query, start, size):
     """BM25 weight from the text index, newest first among equals."""
     catalog = archive.catalog
@@ -351,6 +421,7 @@ def _by_relevance(archive, catalog_query, start, size):
     by_date = {docid: rank for rank, docid in enumerate(catalog["date"].sort(list(weighted.keys()),
                                                                              reverse=True))}
     ordered = sorted(weighted.items(), key=lambda item: (-item[1], by_date.get(item[0], 0)))
+    start = _last_page_start(start, size, len(ordered))
     address_for = archive.document_map.address_for_docid
     hits = []
     for docid, weight in ordered[start : start + size]:
@@ -363,10 +434,17 @@ def _by_relevance(archive, catalog_query, start, size):
 
 
 SNIPPET_CHARS = 240
+# Words are looked for in this much of a body: twenty hits of a multi-MB
+# log would otherwise be lower-cased and scanned whole for one page.
+SNIPPET_SCAN_CHARS = 64 * 1024
 
 
 def snippet(text, words):
-    """A short piece of ``text`` around the first matched word, words in <mark>."""
+    """A short piece of ``text`` around the first matched word, words in <mark>.
+
+    Only the first ``SNIPPET_SCAN_CHARS`` of ``text`` are looked at.
+    """
+    text = text[:SNIPPET_SCAN_CHARS]
     lowered = text.lower()
     position = -1
     for word in words:

@@ -4,7 +4,7 @@ from pyramid.view import view_config
 
 from kittypyr.resources import Archive
 from kittypyr.resources.api import ApiSearch
-from kittypyr.search import SORTS, run_search, visible_list_addresses
+from kittypyr.search import SORTS, SearchLimits, run_search, visible_list_addresses
 from kittypyr.views.presentation import Page, display_name, format_date, page_number
 
 PAGE_SIZE = 20
@@ -16,7 +16,8 @@ def _search(archive, request):
     sort = request.params.get("sort", "relevance")
     number = max(1, page_number(request))
     results = run_search(archive, query, visible_list_addresses(request), mlist=mlist, sort=sort,
-                         start=(number - 1) * PAGE_SIZE, size=PAGE_SIZE)
+                         start=(number - 1) * PAGE_SIZE, size=PAGE_SIZE,
+                         limits=SearchLimits.from_settings(request.registry.settings))
     return query, mlist, results, Page(number, results.total, PAGE_SIZE)
 
 
@@ -39,7 +40,7 @@ def search_page(context, request):
 
 @view_config(context=Archive, name="search-help", renderer="kittypyr.templates:search_help.pt")
 def search_help(context, request):
-    return {}
+    return {"limits": SearchLimits.from_settings(request.registry.settings)}
 
 
 @view_config(context=ApiSearch, renderer="json")

@@ -1,0 +1,144 @@
+"""What one anonymous request may cost: capped queries, any page number, huge bodies.
+
+Asserted as a reader sees it: the search page says what it left out, a page
+number past the end answers the last page, and a message of megabytes shows
+its beginning and a link to the raw message.
+"""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr import main
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.msgid import message_id_hash
+from kittypyr.search import SearchLimits, parse_search
+from kittypyr.tags import add_tag
+from tests.mailbuilder import make_message
+
+LIST = "dev@lists.example.org"
+START = datetime(2019, 3, 1, 9, 0, tzinfo=timezone.utc)
+WIDGETS = 25  # more than one page of search results (20), one month page (50)
+LIMITS = SearchLimits()
+
+# A body four times what a page shows, its ends marked so a test can tell them apart.
+HUGE_BODY = "HEAD-OF-BODY starts here.\n" + "filler line of a long log\n" * 50_000 + "TAIL-OF-BODY.\n"
+
+
+def widget(n):
+    return make_message(message_id=f"<w{n}@example.org>", subject=f"Widget {n}",
+                        sender=("Ada Lovelace", "ada@example.org"), date=START + timedelta(hours=n),
+                        body=f"The widget number {n} of the series is here at last, said the maker.\n")
+
+
+def make_app(folder, **settings):
+    (folder / "blobs").mkdir(exist_ok=True)
+    return main({}, **{"zodbconn.uri": f"file://{folder}/Data.fs?blobstorage_dir={folder}/blobs",
+                       "kittypyr.base_url": "http://localhost/", **settings})
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    application = make_app(tmp_path_factory.mktemp("bounded"))
+    with prepare(registry=application.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for n in range(WIDGETS):
+            archive_message(mailing_list, widget(n))
+        archive_message(mailing_list, make_message(message_id="<huge@example.org>", subject="A huge log",
+                                                   date=START + timedelta(days=1), body=HUGE_BODY))
+        archive_message(mailing_list, make_message(message_id="<huge-reply@example.org>",
+                                                   subject="Re: A huge log", in_reply_to="<huge@example.org>",
+                                                   date=START + timedelta(days=2), body="Too long.\n"))
+        add_tag(mailing_list.threads.data[message_id_hash("<w1@example.org>")], "needs-review",
+                "ada@example.org", registry=env["registry"])
+        transaction.commit()
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+@pytest.fixture
+def browser(app):
+    return TestApp(app)
+
+
+def problems(page):
+    return [li.text for li in page.html.select("ul.problems li")]
+
+
+# Search: what a query may ask
+
+
+def test_a_very_long_query_is_cut_and_the_page_says_so(browser):
+    phrase = " ".join(["widget", "number", "3", "of", "the", "series"] * 3400)  # 20,400 words
+    page = browser.get("/search", params={"q": f'"{phrase}"'})
+    assert page.status_int == 200
+    said = " ".join(problems(page))
+    assert f"longer than {LIMITS.max_query_chars} characters" in said
+    assert f"first {LIMITS.max_phrase_words} words" in said
+    data = browser.get("/api/search", params={"q": f'"{phrase}"'}).json
+    assert any(f"longer than {LIMITS.max_query_chars} characters" in p for p in data["problems"])
+
+
+def test_a_long_phrase_searches_its_first_words(browser):
+    said = "the widget number 3 of the series is here at last said the maker".split()
+    words = said[: LIMITS.max_phrase_words] + ["nowhere"] * LIMITS.max_phrase_words
+    page = browser.get("/search", params={"q": '"' + " ".join(words) + '"'})
+    assert any(f"first {LIMITS.max_phrase_words} words" in p for p in problems(page))
+    assert [a.text for a in page.html.select("ol.hits li a.subject")] == ["Widget 3"]
+
+
+def test_an_or_of_many_branches_searches_the_first_ones(browser):
+    branches = ["widget"] + [f"absent{n}" for n in range(40)]
+    page = browser.get("/search", params={"q": " OR ".join(branches)})
+    assert any(f"first {LIMITS.max_or_branches} alternatives" in p for p in problems(page))
+    assert f"{WIDGETS} messages found" in page.text
+    thousand = browser.get("/search", params={"q": " OR ".join(str(n) for n in range(1, 1001))})
+    assert thousand.status_int == 200 and problems(thousand)
+
+
+def test_too_many_words_search_the_first_ones(browser):
+    words = ["widget"] + [f"absent{n}" for n in range(LIMITS.max_terms + 5)]
+    page = browser.get("/search", params={"q": " ".join(words)})
+    assert any(f"first {LIMITS.max_terms} words" in p for p in problems(page))
+    assert "0 messages found" in page.text  # the absent words that were kept still count
+    fields = browser.get("/search", params={"q": " ".join(["from:ada"] * (LIMITS.max_terms + 5))})
+    assert any(f"first {LIMITS.max_terms} words" in p for p in problems(fields))
+
+
+def test_queries_within_the_limits_say_nothing():
+    assert parse_search('widget "number 3" -series a OR b from:ada').problems == []
+
+
+def test_the_limits_come_from_the_settings(tmp_path):
+    application = make_app(tmp_path, **{"kittypyr.search_max_terms": "2",
+                                        "kittypyr.search_max_phrase_words": "3",
+                                        "kittypyr.search_max_or_branches": "2",
+                                        "kittypyr.search_max_query_chars": "40"})
+    try:
+        browser = TestApp(application)
+        assert any("first 2 words" in p for p in problems(browser.get("/search", params={"q": "a b c"})))
+        assert any("first 3 words" in p for p in problems(browser.get("/search", params={"q": '"a b c d"'})))
+        assert any("first 2 alternatives" in p
+                   for p in problems(browser.get("/search", params={"q": "a OR b OR c"})))
+        assert any("longer than 40 characters" in p
+                   for p in problems(browser.get("/search", params={"q": "word " * 10})))
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
+def test_parse_search_takes_its_limits():
+    parsed = parse_search("a b c d", SearchLimits(max_terms=3))
+    assert parsed.groups == [["a"], ["b"], ["c"]] and parsed.problems
+    parsed = parse_search('"a b c d e"', SearchLimits(max_phrase_words=2))
+    assert parsed.groups == [['"a b"']]
+    parsed = parse_search("a OR b OR c OR d", SearchLimits(max_or_branches=2))
+    assert parsed.groups == [["a", "b"]]
+
+
+def test_the_help_page_names_the_limits(browser):
+    page = browser.get("/search-help")
+    assert f"first {LIMITS.max_query_chars} characters" in page.text
+    assert f"first {LIMITS.max_phrase_words} words of a phrase" in page.text

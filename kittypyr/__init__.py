@@ -7,6 +7,7 @@ from ZODB.POSException import ConflictError
 
 PARTS = (
     "kittypyr.resources",
+    "kittypyr.retries",
     "kittypyr.security",
     "kittypyr.mailman",
     "kittypyr.catalog",

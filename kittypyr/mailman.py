@@ -39,7 +39,9 @@ def key_is_valid(request):
 def client_is_allowed(request):
     """True unless ``kittypyr.archiver_from`` names addresses and the client is not one."""
     allowed = aslist(request.registry.settings.get("kittypyr.archiver_from", ""))
-    return not allowed or request.client_addr in allowed
+    # remote_addr: the peer, or what waitress took from a trusted proxy;
+    # client_addr would believe an X-Forwarded-For the client wrote itself.
+    return not allowed or request.remote_addr in allowed
 
 
 def base_url(request):

@@ -216,3 +216,22 @@ def test_urls_gives_the_permalink_the_archive_answers(app, header):
     answered = post(browser, raw).json["url"]
     assert asked == answered
     assert browser.get(answered.replace("https://lists.example.org/archives", "")).status_int == 200
+
+
+def test_each_retry_is_logged(app_failing_first_attempts, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="kittypyr.retries"):
+        post(TestApp(app_failing_first_attempts), make_message(message_id="<logged@example.org>"))
+    retries = [r.getMessage() for r in caplog.records if r.name == "kittypyr.retries"]
+    assert len(retries) == 1 and "POST /api/mailman/archive" in retries[0] and "ConflictError" in retries[0]
+
+
+def test_a_forwarded_for_header_from_the_client_is_not_believed(tmp_path):
+    app = make(tmp_path, **{"kittypyr.archiver_from": "192.0.2.7"})
+    try:
+        browser = TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
+        post(browser, make_message(message_id="<xff@example.org>"),
+             headers={**AUTH, "X-Forwarded-For": "192.0.2.7"}, status=403)
+    finally:
+        app.registry._zodb_databases[""].close()

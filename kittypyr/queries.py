@@ -5,7 +5,7 @@ import itertools
 from pyramid.traversal import find_root
 from repoze.catalog.query import Eq
 
-from kittypyr.catalog import search
+from kittypyr.catalog import search, search_page
 from kittypyr.stats import activity_of
 
 
@@ -21,7 +21,13 @@ def recent_threads(mailing_list, limit=10):
 
 
 def threads_by_activity(mailing_list, start, size, skip=()):
-    """A page of the list's threads, latest activity first, leaving out the keys in ``skip``."""
+    """A page of the list's threads, latest activity first, leaving out the keys in ``skip``.
+
+    Without ``skip``, a ``start`` past the end gives the last page.
+    """
+    if not skip:
+        return search_page(find_root(mailing_list), _threads_of(mailing_list), start, size, "last_active",
+                           reverse=True)[1]
     _, threads = search(find_root(mailing_list), _threads_of(mailing_list), sort_index="last_active",
                         reverse=True, limit=start + size + len(skip))
     wanted = (thread for thread in threads if thread.__name__ not in skip)
@@ -29,11 +35,13 @@ def threads_by_activity(mailing_list, start, size, skip=()):
 
 
 def month_threads(month, start, size):
-    """``(total, threads)``: one page of the threads started in ``month``, oldest first."""
+    """``(total, threads)``: one page of the threads started in ``month``, oldest first.
+
+    A ``start`` past the end gives the last page.
+    """
     mailing_list = month.mailing_list
-    total, threads = search(find_root(mailing_list), _threads_of(mailing_list) & Eq("month", month.key),
-                            sort_index="date", limit=start + size)
-    return total, list(itertools.islice(threads, start, start + size))
+    return search_page(find_root(mailing_list), _threads_of(mailing_list) & Eq("month", month.key),
+                       start, size, "date")
 
 
 def neighbour_threads(thread):

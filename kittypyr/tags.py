@@ -7,7 +7,6 @@ events with ``indexes=("tags",)``; ``tag:`` in searches and the tag pages
 ask that index.
 """
 
-import itertools
 import re
 from datetime import datetime, timezone
 
@@ -15,7 +14,7 @@ from pyramid.traversal import find_root, traversal_path
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from repoze.catalog.query import Any, Eq
 
-from kittypyr.catalog import _unindexed_as_tree, search
+from kittypyr.catalog import _unindexed_as_tree, search_page
 from kittypyr.events import IThreadMerged, ObjectModified, notify
 from kittypyr.resources import Thread
 from kittypyr.resources.community import HIGHEST
@@ -124,11 +123,12 @@ def list_tags(mailing_list):
 
 
 def tagged_threads(mailing_list, tag, start, size):
-    """``(total, threads)``: a page of the list's threads tagged ``tag``, latest activity first."""
+    """``(total, threads)``: a page of the list's threads tagged ``tag``, latest activity first.
+
+    A ``start`` past the end gives the last page.
+    """
     query = Eq("kind", "thread") & Eq("list", mailing_list.address) & Eq("tags", tag)
-    total, threads = search(find_root(mailing_list), query, sort_index="last_active", reverse=True,
-                            limit=start + size)
-    return total, list(itertools.islice(threads, start, start + size))
+    return search_page(find_root(mailing_list), query, start, size, "last_active", reverse=True)
 
 
 def tagged_thread_keys(archive, list_addresses, tags):

@@ -5,6 +5,7 @@ number past the end answers the last page, and a message of megabytes shows
 its beginning and a link to the raw message.
 """
 
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -136,6 +137,55 @@ def test_parse_search_takes_its_limits():
     assert parsed.groups == [['"a b"']]
     parsed = parse_search("a OR b OR c OR d", SearchLimits(max_or_branches=2))
     assert parsed.groups == [["a", "b"]]
+
+
+# Page numbers: past the end, negative, garbage
+
+
+HUGE_NUMBERS = [str(sys.maxsize * 10), "9" * 5000, "99999"]
+GARBAGE = ["-3", "0", "abc", "2.5", "", "1e3", "\u0663", " 2 "]
+
+
+# Each HTML page with ``?page=``, and what its last page shows.
+HTML_PAGES = {
+    "/search?q=widget": lambda page: len(page.html.select("ol.hits li")) == WIDGETS - 20,
+    f"/list/{LIST}/threads": lambda page: "Widget 0" in page.text,
+    f"/list/{LIST}/threads?sort=popularity": lambda page: "Widget 0" in page.text,
+    f"/list/{LIST}/2019/3/": lambda page: "Widget 0" in page.text,
+    f"/list/{LIST}/tag/needs-review/": lambda page: "Widget 1" in page.text,
+}
+
+JSON_PAGES = [
+    "/api/search?q=widget",
+    "/api/lists/",
+    "/api/list/dev@lists.example.org/threads/",
+]
+
+
+@pytest.mark.parametrize("number", HUGE_NUMBERS)
+def test_a_page_past_the_end_answers_the_last_page(browser, number):
+    for url, shows_last_page in HTML_PAGES.items():
+        joiner = "&" if "?" in url else "?"
+        page = browser.get(url + joiner, params={"page": number}, expect_errors=True)
+        assert page.status_int == 200, url
+        assert shows_last_page(page), url
+    for url in JSON_PAGES:
+        joiner = "&" if "?" in url else "?"
+        data = browser.get(url + joiner, params={"page": number}).json
+        assert data["page"] == data["pages"] and data["results"], url
+    key = message_id_hash("<huge@example.org>")
+    thread = browser.get(f"/api/list/{LIST}/thread/{key}/", params={"page": number}).json
+    assert thread["emails"]["page"] == thread["emails"]["pages"] and thread["emails"]["results"]
+
+
+@pytest.mark.parametrize("number", GARBAGE)
+def test_a_page_number_that_is_not_one_answers_the_first_page(browser, number):
+    for url in list(HTML_PAGES) + JSON_PAGES:
+        joiner = "&" if "?" in url else "?"
+        page = browser.get(url + joiner, params={"page": number}, expect_errors=True)
+        assert page.status_int == 200, url
+    data = browser.get("/api/search", params={"q": "widget", "page": number}).json
+    assert data["page"] == (2 if number.strip() == "2" else 1)
 
 
 def test_the_help_page_names_the_limits(browser):

@@ -1,12 +1,10 @@
 """The read-only JSON API for integrators. Addresses are always obfuscated."""
 
-import itertools
-
 from pyramid.traversal import find_root
 from pyramid.view import view_config
 from repoze.catalog.query import Eq
 
-from kittypyr.catalog import search
+from kittypyr.catalog import search_page
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources.api import ApiEmail, ApiGone, ApiList, ApiLists, ApiThread, ApiThreads
 from kittypyr.views.presentation import Page, file_label, page_number
@@ -89,13 +87,12 @@ def api_list(context, request):
 def api_threads(context, request):
     mailing_list = context.mailing_list
     page = Page(page_number(request), mailing_list.thread_count, PAGE_SIZE)
-    total, threads = search(
-        find_root(mailing_list),
-        Eq("kind", "thread") & Eq("list", mailing_list.address),
-        sort_index="last_active", reverse=True, limit=page.start + PAGE_SIZE,
-    )
-    chosen = itertools.islice(threads, page.start, page.start + PAGE_SIZE)
-    return _paginated(request, total, [thread_json(request, t) for t in chosen], page)
+    query = Eq("kind", "thread") & Eq("list", mailing_list.address)
+    total, threads = search_page(find_root(mailing_list), query, page.start, PAGE_SIZE, "last_active",
+                                 reverse=True)
+    # Counted by the catalog, which may differ from the list's own count.
+    page = Page(page.number, total, PAGE_SIZE)
+    return _paginated(request, total, [thread_json(request, t) for t in threads], page)
 
 
 @view_config(context=ApiThread, renderer="json")

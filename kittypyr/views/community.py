@@ -309,14 +309,13 @@ def list_threads(context, request):
     sort = request.params.get("sort", "activity")
     if sort not in SORTS:
         sort = "activity"
-    number = max(1, page_number(request))
-    start = (number - 1) * THREADS_PAGE_SIZE
+    # The list counts its threads: a page number past the end reads as the last page.
+    total = context.thread_count
+    page = Page(page_number(request), total, THREADS_PAGE_SIZE)
     if sort == "popularity":
-        total, threads = votes.popular_threads(context, start, THREADS_PAGE_SIZE)
+        total, threads = votes.popular_threads(context, page.start, THREADS_PAGE_SIZE)
     else:
-        total = context.thread_count
-        threads = threads_by_activity(context, start, THREADS_PAGE_SIZE)
-    page = Page(number, total, THREADS_PAGE_SIZE)
+        threads = threads_by_activity(context, page.start, THREADS_PAGE_SIZE)
     track_list(request, context)
     marks = thread_marks(request, threads)
     set_validators(request, None, "threads", context.address, sort, page.number, total,

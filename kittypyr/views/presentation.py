@@ -128,12 +128,24 @@ class Page:
         return self.number < self.count
 
 
-def page_number(request):
-    try:
-        return int(request.params.get("page", "1"))
-    except ValueError:
-        return 1
+# Past any real archive's last page; every paginated query is asked for at
+# most this page's items, and a number above it reads as this one.
+MAX_PAGE_NUMBER = 100_000
 
+
+def page_number(request):
+    """The ``?page=`` asked for, from 1 to ``MAX_PAGE_NUMBER``; 1 when it is not a number.
+
+    A number past the last page is left for ``Page`` (and the query) to
+    turn into the last page. Only ASCII digits count: ``int()`` also reads
+    "1_000", other scripts' digits, and raises on 5,000 of them.
+    """
+    given = request.params.get("page", "").strip()
+    if not given.isascii() or not given.isdigit():
+        return 1
+    if len(given) > len(str(MAX_PAGE_NUMBER)):
+        return MAX_PAGE_NUMBER
+    return min(max(1, int(given)), MAX_PAGE_NUMBER)
 
 
 def set_validators(request, last_modified, *parts):

@@ -18,6 +18,7 @@ from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.msgid import message_id_hash
 from kittypyr.search import SearchLimits, parse_search
 from kittypyr.tags import add_tag
+from kittypyr.views.threads import BODY_SHOWN_CHARS
 from tests.mailbuilder import make_message
 
 LIST = "dev@lists.example.org"
@@ -186,6 +187,35 @@ def test_a_page_number_that_is_not_one_answers_the_first_page(browser, number):
         assert page.status_int == 200, url
     data = browser.get("/api/search", params={"q": "widget", "page": number}).json
     assert data["page"] == (2 if number.strip() == "2" else 1)
+
+
+# A message of megabytes
+
+
+def test_a_huge_message_shows_its_beginning_and_links_to_the_raw_message(browser):
+    key = message_id_hash("<huge@example.org>")
+    page = browser.get(f"/list/{LIST}/message/{key}/")
+    assert page.status_int == 200
+    assert "HEAD-OF-BODY" in page.text and "TAIL-OF-BODY" not in page.text
+    assert len(page.body) < 2 * BODY_SHOWN_CHARS
+    note = page.html.select_one(".body-cut")
+    assert "first" in note.text and note.a["href"].endswith(f"/message/{key}/raw")
+    assert "TAIL-OF-BODY" in browser.get(note.a["href"]).text
+
+
+def test_the_thread_of_a_huge_message_shows_its_beginning_too(browser):
+    key = message_id_hash("<huge@example.org>")
+    page = browser.get(f"/list/{LIST}/thread/{key}/")
+    assert "HEAD-OF-BODY" in page.text and "TAIL-OF-BODY" not in page.text
+    assert "Too long." in page.text
+    assert page.html.select_one(".body-cut a")["href"].endswith(f"/message/{key}/raw")
+    assert len(page.html.select(".body-cut")) == 1  # the short reply is whole
+
+
+def test_a_short_message_is_whole(browser):
+    page = browser.get(f"/list/{LIST}/message/{message_id_hash('<w3@example.org>')}/")
+    assert "The widget number 3 of the series is here at last" in page.text
+    assert not page.html.select(".body-cut")
 
 
 def test_the_help_page_names_the_limits(browser):

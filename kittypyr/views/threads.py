@@ -28,6 +28,19 @@ MAX_INDENT = 8
 
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
+# A page shows at most this much of a body (characters of decoded text) and
+# links to the raw message for the rest: a 65 MB log pasted into a mail
+# would otherwise be 65 MB of HTML, rendered and sent for every reader.
+BODY_SHOWN_CHARS = 256 * 1024
+
+
+def shown_part(text, limit=BODY_SHOWN_CHARS):
+    """``text``, or its beginning up to ``limit`` characters, cut after a line when one ends near there."""
+    if len(text) <= limit:
+        return text
+    line_end = text.rfind("\n", limit - 4096, limit)
+    return text[: line_end + 1] if line_end != -1 else text[:limit]
+
 
 class RenderedBodies:
     """A bounded cache of rendered bodies, keyed by the stored revision.
@@ -50,7 +63,7 @@ class RenderedBodies:
                 if html is not None:
                     self.entries.move_to_end(key)
                     return html
-        html = render_body(message.body_text)
+        html = render_body(shown_part(message.body_text))
         if key is not None:
             with self.lock:
                 self.entries[key] = html
@@ -64,6 +77,8 @@ rendered_body = RenderedBodies()
 
 def message_entry(message, depth=0):
     """What a page shows of one message."""
+    text = message.body_text or ""
+    shown = len(shown_part(text))
     return {
         "message": message,
         "depth": min(depth, MAX_INDENT),
@@ -73,6 +88,8 @@ def message_entry(message, depth=0):
         "date": format_date(message.date),
         "iso_date": iso_date(message.date),
         "body": rendered_body(message),
+        # The sizes in characters of what is shown and of the whole, when cut.
+        "cut": {"shown": human_size(shown), "total": human_size(len(text))} if shown < len(text) else None,
         "attachments": [
             {"attachment": a, "name": file_label(a.filename), "size": human_size(a.size)}
             for a in message.attachments

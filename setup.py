@@ -35,6 +35,8 @@ tests_require = [
     "playwright",
     "aiosmtpd",
     "beautifulsoup4",
+    # Reads the Atom feeds back as feed readers do, in the tests.
+    "feedparser",
 ]
 
 setup(

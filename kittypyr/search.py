@@ -305,25 +305,33 @@ class SearchResults:
     sort: str = "relevance"
 
 
-def run_search(archive, query, visible_lists, mlist=None, sort="relevance", start=0, size=20,
-               limits=DEFAULT_LIMITS):
-    """Search the messages of ``visible_lists`` (addresses); return SearchResults.
+@dataclass
+class MessageQuery:
+    """What a query string asks of the catalog: ``catalog_query`` None when nothing can match.
 
-    ``mlist`` narrows to one list (ignored unless visible). Results are the
-    messages ``start`` to ``start + size`` in the chosen order; a ``start``
-    past the last result gives the last ``size``-page. The query is read
-    within ``limits``.
+    ``has_text``: whether words are searched (results then have a relevance).
+    """
+
+    catalog_query: object = None
+    problems: list = field(default_factory=list)
+    has_text: bool = False
+    highlight_words: list = field(default_factory=list)
+
+
+def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMITS):
+    """The catalog query for the messages of ``visible_lists`` (addresses) that ``query`` finds.
+
+    ``mlist`` narrows to one list (ignored unless visible). Pages, the JSON
+    API, exports and feeds of a search all ask through here, so they find
+    the same messages.
     """
     parsed = parse_search(query, limits)
-    results = SearchResults(query=query, problems=list(parsed.problems))
-    if sort not in SORTS:
-        results.problems.append(f"Unknown order “{sort}”; showing the best matches first.")
-        sort = "relevance"
+    found = MessageQuery(problems=list(parsed.problems), highlight_words=parsed.highlight_words)
     scope = [a for a in visible_lists if mlist is None or a == mlist.lower()]
     if parsed.lists:
         scope = [a for a in scope if any(a == w or a.split("@")[0] == w for w in parsed.lists)]
     if not scope:
-        return results
+        return found
     catalog_query = Eq("kind", "message") & Any("list", scope)
 
     text = " AND ".join(
@@ -337,15 +345,15 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         for term in parsed.senders:
             addresses = _sender_addresses(archive, scope, term)
             if not addresses:
-                results.problems.append(f"Nobody matching “from:{term}” wrote to these lists.")
-                return results
+                found.problems.append(f"Nobody matching “from:{term}” wrote to these lists.")
+                return found
             catalog_query &= Any("sender", addresses)
     if parsed.tags:
         in_tagged = _in_tagged_threads(archive, scope, parsed.tags)
         if in_tagged is None:
             tags = " ".join(f"tag:{tag}" for tag in parsed.tags)
-            results.problems.append(f"No thread in these lists is tagged {tags}.")
-            return results
+            found.problems.append(f"No thread in these lists is tagged {tags}.")
+            return found
         catalog_query &= in_tagged
     if parsed.has_attachment:
         catalog_query &= Eq("has_attachment", True)
@@ -354,7 +362,7 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         newest = datetime(9999, 1, 1, tzinfo=timezone.utc)
         dates = date_query(parsed.start, parsed.end, oldest, newest)
         if dates is None:
-            return results
+            return found
         catalog_query &= dates
 
     if text and text.startswith("NOT "):
@@ -363,7 +371,29 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         text = ""
     if text:
         catalog_query &= Contains("text", text)
-    elif sort == "relevance":
+    found.catalog_query = catalog_query
+    found.has_text = bool(text)
+    return found
+
+
+def run_search(archive, query, visible_lists, mlist=None, sort="relevance", start=0, size=20,
+               limits=DEFAULT_LIMITS):
+    """Search the messages of ``visible_lists`` (addresses); return SearchResults.
+
+    ``mlist`` narrows to one list (ignored unless visible). Results are the
+    messages ``start`` to ``start + size`` in the chosen order; a ``start``
+    past the last result gives the last ``size``-page. The query is read
+    within ``limits``.
+    """
+    asked = message_query(archive, query, visible_lists, mlist, limits)
+    results = SearchResults(query=query, problems=asked.problems)
+    if sort not in SORTS:
+        results.problems.append(f"Unknown order “{sort}”; showing the best matches first.")
+        sort = "relevance"
+    catalog_query = asked.catalog_query
+    if catalog_query is None:
+        return results
+    if not asked.has_text and sort == "relevance":
         sort = "date-desc"
     results.sort = sort
     try:
@@ -376,7 +406,7 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
     except ParseError as exc:
         results.problems.append(f"The words could not be searched ({exc}); try fewer common words.")
         return results
-    words = parsed.highlight_words
+    words = asked.highlight_words
     for hit in hits:
         hit.snippet = snippet(hit.message.body_text, words)
     results.total = total

@@ -110,7 +110,7 @@ def _is_local_char(char):
     return char.isalnum() or char in "_.+-"
 
 
-def render_body(text):
+def render_body(text, fold_patches=None):
     """Return the display HTML of a decoded plain-text mail body.
 
     The result is one ``<div class="body">`` holding, in order, blocks of:
@@ -132,6 +132,12 @@ def render_body(text):
     :func:`obfuscate_address`; a URL containing ``@`` is obfuscated the
     same way and not linked.  Blank lines at the edges of blocks are
     dropped since the blocks themselves are visually separated.
+
+    With ``fold_patches`` ``"closed"`` or ``"open"``, each ``pre.patch``
+    is wrapped in ``<details class="patch-fold">`` (open or not) whose
+    summary counts its files, added and deleted lines: on a thread page
+    the commit message and diffstat of a patch read first, without a
+    script, and the diff is one click away.
 
     Runs in time linear in the length of ``text``.
     """
@@ -172,6 +178,8 @@ def render_body(text):
             parts.append(_pre("text", _inline("\n".join(block[1]))))
         elif kind == "quote":
             parts.append(_quote(block[1], block[2]))
+        elif fold_patches:
+            parts.append(_folded_patch_html(block[1], fold_patches == "open"))
         else:
             parts.append(_patch_html(block[1]))
     if signature is not None:
@@ -289,6 +297,26 @@ def _patch_html(lines):
         else:
             rendered.append(f'<span class="{css_class}">{content}</span>')
     return _pre("patch", "\n".join(rendered))
+
+
+def _folded_patch_html(lines, is_open):
+    files = added = deleted = 0
+    for css_class, line in lines:
+        if css_class == "add":
+            added += 1
+        elif css_class == "del":
+            deleted += 1
+        elif css_class is None and line.startswith("+++ "):
+            files += 1
+    if not files:
+        # A diff without file headers still changes one file.
+        files = 1
+    summary = f"Diff: {files} file{'s' if files != 1 else ''}, +{added} \u2212{deleted}"
+    return (
+        f'<details class="patch-fold"{" open" if is_open else ""}><summary>{summary}</summary>'
+        + _patch_html(lines)
+        + "</details>"
+    )
 
 
 class _Patch:

@@ -1,4 +1,4 @@
-"""The read-only JSON API for integrators. Addresses are always obfuscated."""
+"""The read-only JSON API for integrators. Addresses are always obfuscated; Message-IDs are not addresses."""
 
 from pyramid.traversal import find_root
 from pyramid.view import view_config
@@ -51,7 +51,8 @@ def thread_json(request, thread):
 def email_json(request, message, depth=None):
     data = {
         "hash": message.__name__,
-        "message_id": obfuscate_address(message.message_id),
+        # An identifier readers paste into b4 or git send-email: as it is.
+        "message_id": message.message_id,
         "subject": obfuscate_address(message.subject),
         "sender_name": obfuscate_address(message.sender_name),
         "sender_address": obfuscate_address(message.sender_address),

@@ -8,6 +8,8 @@ from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
 from pyramid.response import Response
 from pyramid.view import view_config, view_defaults
 
+from kittypyr.originals import recipients
+from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
 from kittypyr.rendering import render_body
 from kittypyr.resources import Message, Thread
@@ -55,15 +57,15 @@ class RenderedBodies:
         self.entries = collections.OrderedDict()
         self.lock = threading.Lock()
 
-    def __call__(self, message):
-        key = (message._p_oid, message._p_serial) if message._p_oid is not None else None
+    def __call__(self, message, fold_patches=None):
+        key = (message._p_oid, message._p_serial, fold_patches) if message._p_oid is not None else None
         if key is not None:
             with self.lock:
                 html = self.entries.get(key)
                 if html is not None:
                     self.entries.move_to_end(key)
                     return html
-        html = render_body(shown_part(message.body_text))
+        html = render_body(shown_part(message.body_text), fold_patches=fold_patches)
         if key is not None:
             with self.lock:
                 self.entries[key] = html
@@ -75,8 +77,8 @@ class RenderedBodies:
 rendered_body = RenderedBodies()
 
 
-def message_entry(message, depth=0):
-    """What a page shows of one message."""
+def message_entry(message, depth=0, fold_patches=None):
+    """What a page shows of one message; ``fold_patches`` as for ``render_body``."""
     text = message.body_text or ""
     shown = len(shown_part(text))
     return {
@@ -87,7 +89,7 @@ def message_entry(message, depth=0):
         "avatar": avatar(message.sender_name, message.sender_address),
         "date": format_date(message.date),
         "iso_date": iso_date(message.date),
-        "body": rendered_body(message),
+        "body": rendered_body(message, fold_patches),
         # The sizes in characters of what is shown and of the whole, when cut.
         "cut": {"shown": human_size(shown), "total": human_size(len(text))} if shown < len(text) else None,
         "attachments": [
@@ -107,22 +109,29 @@ class ThreadViews:
     def page(self):
         thread = self.context
         flat = self.request.params.get("view") == "flat"
+        # Diffs are folded, so that a patch series reads as its commit
+        # messages; "expand all" is a link, so it works without a script.
+        expanded = self.request.params.get("expand") == "all"
+        fold = "open" if expanded else "closed"
         messages = thread.mailing_list.messages
         if flat:
             members = sorted((messages[name] for name, _ in thread.walk()), key=lambda m: m.date)
-            entries = [message_entry(m) for m in members]
+            entries = [message_entry(m, fold_patches=fold) for m in members]
         else:
-            entries = [message_entry(messages[name], depth) for name, depth in thread.walk()]
+            entries = [message_entry(messages[name], depth, fold) for name, depth in thread.walk()]
         older, newer = neighbour_threads(thread)
         community = thread_community(self.request, thread, entries)
         set_validators(self.request, thread.last_date, thread.__name__, len(thread),
-                       int(thread.last_date.timestamp()), "flat" if flat else "tree",
+                       int(thread.last_date.timestamp()), "flat" if flat else "tree", fold,
                        community["fingerprint"])
+        view = {"view": "flat"} if flat else {}
         return {
             "thread": thread,
             "mailing_list": thread.mailing_list,
             "entries": entries,
             "flat": flat,
+            "expand_url": self.request.resource_url(thread, query=dict(view, expand="all")),
+            "collapse_url": self.request.resource_url(thread, query=view),
             "older": older,
             "newer": newer,
             "started": format_date(thread.date_started),
@@ -147,27 +156,51 @@ class MessageViews:
     def page(self):
         message = self.context
         mailing_list = message.mailing_list
+        messages = mailing_list.messages
         thread = mailing_list.threads.data.get(message.thread)
-        outline = []
-        if thread is not None:
-            messages = mailing_list.messages
-            for name, depth in thread.walk():
+        # Only hashes are walked; the page loads just the messages it names.
+        walked = list(thread.walk()) if thread is not None else []
+        index = position_in(walked, message.__name__)
+        outline, previous, following = [], None, None
+        if index is not None:
+            previous, following = (messages.get(name) if name else None
+                                   for name in previous_and_next(walked, index))
+            for kind, name, depth in neighbourhood(walked, index):
+                if kind == "gap":
+                    outline.append({"gap": name})
+                    continue
                 other = messages[name]
                 outline.append({
                     "message": other,
                     "depth": min(depth, MAX_INDENT),
+                    "true_depth": depth,
                     "sender": display_name(other.sender_name, other.sender_address),
                     "date": format_date(other.date),
                     "current": other is message,
                 })
+        answers = messages.get(message.parent) if message.parent else None
+        older, newer = neighbour_threads(thread) if thread is not None else (None, None)
         entry = annotate_messages(self.request, [message_entry(message)])[0]
         set_validators(self.request, message.date, message.__name__,
-                       thread.__name__ if thread is not None else "", len(outline),
+                       thread.__name__ if thread is not None else "", len(walked),
+                       previous.__name__ if previous is not None else "",
+                       following.__name__ if following is not None else "",
+                       older.__name__ if older is not None else "", newer.__name__ if newer is not None else "",
                        entries_fingerprint([entry]))
+        started = thread.date_started if thread is not None and thread.date_started else message.date
         return {
             "mailing_list": mailing_list,
             "thread": thread,
+            "thread_size": len(walked),
+            "month": mailing_list[str(started.year)][str(started.month)],
             "entry": entry,
+            "recipients": recipients(message),
+            "answers": answers,
+            "answers_sender": display_name(answers.sender_name, answers.sender_address) if answers else "",
+            "previous": previous,
+            "next": following,
+            "older": older,
+            "newer": newer,
             "outline": outline,
             "moderator": bool(self.request.has_permission("moderate", message)),
         }

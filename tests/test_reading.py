@@ -1,0 +1,221 @@
+"""Reading long threads and single messages: outlines, folded patches, what a message page offers."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.msgid import message_id_hash
+from tests.mailbuilder import make_message
+from tests.test_app import make_app
+
+LIST = "mips@lists.example.org"
+START = datetime(2020, 4, 2, 9, 0, tzinfo=timezone.utc)
+ADA = ("Ada Lovelace", "ada@example.org")
+BOB = ("Bob Reviewer", "bob@example.org")
+
+COVER = """\
+This series fixes the cache flush on Octeon.
+
+Ada Lovelace (2):
+  mips: flush the cache
+  mips: document the flush
+
+ arch/mips/mm/cache.c | 3 ++-
+ 1 file changed, 2 insertions(+), 1 deletion(-)
+"""
+
+
+def patch_body(n):
+    return f"""\
+The flush must happen before the TLB is written, otherwise the
+old lines come back (patch {n}).
+
+Signed-off-by: Ada Lovelace <ada@example.org>
+---
+ arch/mips/mm/cache.c | 3 ++-
+ 1 file changed, 2 insertions(+), 1 deletion(-)
+
+diff --git a/arch/mips/mm/cache.c b/arch/mips/mm/cache.c
+index 1111111..2222222 100644
+--- a/arch/mips/mm/cache.c
++++ b/arch/mips/mm/cache.c
+@@ -10,3 +10,4 @@ void flush(void)
+ {{
+-\told_flush();
++\tnew_flush();
++\tbarrier();
+ }}
+--
+2.30.0
+"""
+
+
+REVIEW = """\
+On Thu, Ada Lovelace wrote:
+> -\told_flush();
+> +\tnew_flush();
+
+Why is the barrier needed here?
+"""
+
+
+def mid(name):
+    return f"<{name}@example.org>"
+
+
+def h(name):
+    return message_id_hash(mid(name))
+
+
+def mail(name, subject, minutes, reply_to=None, sender=ADA, body="Text.\n", **extra):
+    return make_message(
+        message_id=mid(name), subject=subject, sender=sender, date=START + timedelta(minutes=minutes),
+        in_reply_to=mid(reply_to) if reply_to else None, references=[mid(reply_to)] if reply_to else None,
+        body=body, **extra)
+
+
+CORPUS = [
+    mail("older", "An older question", -600),
+    mail("cover", "[PATCH 0/2] mips: fix the cache flush", 0, body=COVER,
+         to="MIPS list <mips@lists.example.org>", headers={"Cc": "Ralf <ralf@linux-mips.org>"}),
+    mail("p1", "[PATCH 1/2] mips: flush the cache", 1, "cover", body=patch_body(1)),
+    mail("p2", "[PATCH 2/2] mips: document the flush", 2, "cover", body=patch_body(2)),
+    mail("review", "Re: [PATCH 1/2] mips: flush the cache", 30, "p1", sender=BOB, body=REVIEW),
+    mail("newer", "A newer question", 600),
+] + [
+    # A long chain, for the outline around one message.
+    mail(f"chain{n}", "Chain" if n == 0 else "Re: Chain", 2000 + n, f"chain{n - 1}" if n else None)
+    for n in range(30)
+]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    app = make_app(tmp_path_factory.mktemp("reading"))
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for raw in CORPUS:
+            archive_message(mailing_list, raw)
+        transaction.commit()
+    yield TestApp(app)
+    app.registry._zodb_databases[""].close()
+
+
+THREAD = f"/list/{LIST}/thread/{h('cover')}/"
+
+
+def message_url(name):
+    return f"/list/{LIST}/message/{h(name)}/"
+
+
+def article(page, name):
+    return page.html.select_one(f"article#m-{h(name)}")
+
+
+def test_thread_page_opens_with_its_outline_and_the_neighbouring_threads(browser):
+    page = browser.get(THREAD)
+    main = page.html.select_one("main")
+    first_article = main.select_one("article.message")
+    outline = main.select_one("details.outline")
+    assert outline is not None and outline.has_attr("open")
+    # Both come before the first message in the page.
+    text = str(main)
+    assert text.index('class="outline"') < text.index(str(first_article)[:40])
+    neighbours = main.select_one("nav.neighbours")
+    assert text.index('class="neighbours"') < text.index(str(first_article)[:40])
+    assert "Older thread: An older question" in neighbours.text
+    assert "Newer thread: A newer question" in neighbours.text
+
+    items = outline.select("li")
+    assert [li.a["href"] for li in items] == [f"#m-{h(n)}" for n in ("cover", "p1", "review", "p2")]
+    assert [li.a.text for li in items][:2] == ["[PATCH 0/2] mips: fix the cache flush",
+                                               "[PATCH 1/2] mips: flush the cache"]
+    assert "Bob Reviewer" in items[2].text and "2020-04-02 09:30 UTC" in items[2].text
+    assert [li["data-depth"] for li in items] == ["0", "1", "2", "1"]
+
+
+def test_a_patch_shows_its_message_and_diffstat_with_the_diff_folded(browser):
+    page = browser.get(THREAD)
+    patch = article(page, "p1")
+    folds = patch.select("details.patch-fold")
+    assert len(folds) == 1 and not folds[0].has_attr("open")
+    assert folds[0].select_one("pre.patch") is not None
+    assert "1 file, +2 −1" in folds[0].summary.text
+    shown = patch.select_one(".body").text.replace(folds[0].text, "")
+    assert "The flush must happen before the TLB is written" in shown
+    assert "arch/mips/mm/cache.c | 3 ++-" in shown
+    # Cover letters and reviews stay open: nothing folded in them.
+    for name in ("cover", "review"):
+        assert article(page, name).select("details") == []
+    assert "Why is the barrier needed here?" in article(page, "review").text
+
+
+def test_expand_all_and_collapse_all_work_without_a_script(browser):
+    page = browser.get(THREAD)
+    expand = page.html.select_one("a.expand-all")
+    assert expand is not None and page.html.select_one("a.collapse-all") is not None
+    opened = browser.get(expand["href"])
+    assert all(d.has_attr("open") for d in opened.html.select("article details.patch-fold"))
+    assert len(opened.html.select("article details.patch-fold")) == 2
+    collapsed = browser.get(opened.html.select_one("a.collapse-all")["href"])
+    assert not any(d.has_attr("open") for d in collapsed.html.select("article details.patch-fold"))
+
+
+def test_message_page_heading_headers_and_identifier(browser):
+    page = browser.get(message_url("cover"))
+    assert page.html.h1.text == "[PATCH 0/2] mips: fix the cache flush"
+    headers = page.html.select_one("dl.headers")
+    fields = {dt.text: dd for dt, dd in zip(headers.select("dt"), headers.select("dd"))}
+    assert fields["To"].text.strip() == "MIPS list <mips at lists.example.org>"
+    assert fields["Cc"].text.strip() == "Ralf <ralf at linux-mips.org>"
+    assert "ralf@linux-mips.org" not in page.text
+    # The Message-ID as it is, to paste into b4 or git send-email.
+    assert fields["Message-ID"].select_one("code.message-id").text == "cover@example.org"
+    assert browser.get(f"/api/list/{LIST}/email/{h('cover')}/").json["message_id"] == "cover@example.org"
+    assert browser.get(f"/api/list/{LIST}/thread/{h('cover')}/").json["emails"]["results"][0][
+        "message_id"] == "cover@example.org"
+
+
+def test_message_page_links_to_what_it_answers_and_its_neighbours(browser):
+    page = browser.get(message_url("review"))
+    answers = page.html.select_one("dl.headers a.in-reply-to")
+    assert answers["href"].endswith(message_url("p1")) and "[PATCH 1/2]" in answers.text
+    in_thread = page.html.select_one("nav.in-thread")
+    assert in_thread.select_one("a[rel=prev]")["href"].endswith(message_url("p1"))
+    assert in_thread.select_one("a[rel=next]")["href"].endswith(message_url("p2"))
+    others = page.html.select_one("nav.neighbours")
+    assert "An older question" in others.select_one("a.older").text
+    assert "A newer question" in others.select_one("a.newer").text
+    crumbs = page.html.select_one("nav.breadcrumbs")
+    assert crumbs.select_one(f"a[href$='/list/{LIST}/2020/4/']").text == "2020-04"
+    assert crumbs.select("a")[-1]["href"].endswith(THREAD)
+
+
+def test_first_message_has_no_previous_and_shows_its_patch_open(browser):
+    page = browser.get(message_url("p1"))
+    in_thread = page.html.select_one("nav.in-thread")
+    assert in_thread.select_one("a[rel=prev]")["href"].endswith(message_url("cover"))
+    assert page.html.select("article details.patch-fold") == []
+    assert page.html.select_one("article pre.patch") is not None
+    first = browser.get(message_url("cover"))
+    assert first.html.select_one("nav.in-thread a[rel=prev]") is None
+    assert first.html.select_one("dl.headers a.in-reply-to") is None
+
+
+def test_message_outline_shows_the_neighbourhood_only(browser):
+    page = browser.get(message_url("chain15"))
+    items = page.html.select("nav.outline li")
+    assert len(items) <= 12
+    current = [li for li in items if li.select_one("[aria-current]")]
+    assert len(current) == 1 and "Re: Chain" in current[0].text
+    linked = {li.a["href"] for li in items if li.a is not None}
+    assert any(href.endswith(message_url("chain0")) for href in linked)  # the thread's start
+    assert any(href.endswith(message_url("chain14")) for href in linked)
+    assert any(href.endswith(message_url("chain16")) for href in linked)
+    assert not any(href.endswith(message_url("chain5")) for href in linked)
+    whole = page.html.select_one("nav.outline a.whole-thread")
+    assert whole["href"].endswith(f"/list/{LIST}/thread/{h('chain0')}/") and "30 messages" in whole.text

@@ -33,7 +33,7 @@ from kittypyr.resources import MailingList, Message, Thread
 log = logging.getLogger(__name__)
 
 # What a reply changes in its thread's catalog entry.
-THREAD_GROWTH_INDEXES = ("last_active",)
+THREAD_GROWTH_INDEXES = ("last_active", "size")
 
 ARCHIVED = "archived"
 DUPLICATE = "duplicate"

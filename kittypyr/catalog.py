@@ -60,6 +60,13 @@ def get_last_active(obj, default):
     return default
 
 
+def get_size(obj, default):
+    """A thread's number of messages: its busiest threads of all time are the largest."""
+    if isinstance(obj, Thread):
+        return len(obj)
+    return default
+
+
 def get_month(obj, default):
     """'YYYY-MM' of a message's date, or of a thread's start."""
     if isinstance(obj, Message):
@@ -211,6 +218,7 @@ def default_index_factories():
         "list": _field(get_list),
         "date": _field(get_date, SparseFieldIndex),
         "last_active": _field(get_last_active, SparseFieldIndex),
+        "size": _field(get_size),
         "month": _field(get_month),
         "sender": _field(get_sender),
         "thread": _field(get_thread),

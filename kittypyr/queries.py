@@ -20,6 +20,13 @@ def recent_threads(mailing_list, limit=10):
     return list(threads)
 
 
+def largest_threads(mailing_list, limit=10):
+    """The threads with the most messages, most first: the list's busiest of all time."""
+    _, threads = search(find_root(mailing_list), _threads_of(mailing_list), sort_index="size",
+                        reverse=True, limit=limit)
+    return list(threads)
+
+
 def threads_by_activity(mailing_list, start, size, skip=()):
     """A page of the list's threads, latest activity first, leaving out the keys in ``skip``.
 

@@ -6,7 +6,8 @@ so that concurrent writers touch different entries (BTree conflict
 resolution merges those).
 """
 
-from datetime import datetime, timedelta, timezone
+import heapq
+from datetime import date, datetime, timedelta, timezone
 
 from BTrees.OIBTree import OIBTree
 from BTrees.OOBTree import OOBTree
@@ -122,6 +123,21 @@ class ListActivity(Persistent):
         totals = self._window(self.thread_days, end, days)
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
+    def newest_day(self):
+        """The date of the list's newest message, or None for an empty list."""
+        if not self.per_day:
+            return None
+        return date.fromisoformat(self.per_day.maxKey())
+
+    def top_senders_ever(self, limit=10):
+        """[(address, display name, messages)] most messages first, over the whole archive.
+
+        Ranked from ``participants`` (one entry per sender): the list's
+        senders, never its messages.
+        """
+        ranked = heapq.nsmallest(limit, self.participants.items(), key=lambda item: (-item[1], item[0]))
+        return [(address, self.sender_names.get(address, ""), count) for address, count in ranked]
+
     def months(self):
         """[(year, month, messages)] oldest first."""
         return [(int(m[:4]), int(m[5:]), count) for m, count in self.per_month.items()]
@@ -193,6 +209,39 @@ def rebuild_activity(mailing_list):
 
 def today():
     return datetime.now(timezone.utc).date()
+
+
+# The window of a list's figures: top posters, busiest threads, charts.
+WINDOW_DAYS = 30
+
+
+class Window:
+    """The ``days`` days a list's figures count, ending ``end``.
+
+    They end today, unless the list's newest message is older than the
+    window: then they end on that message's day, so that an imported
+    archive or a quiet list still shows its last month of life.
+    """
+
+    def __init__(self, end, days, is_recent):
+        self.end = end
+        self.days = days
+        self.is_recent = is_recent
+
+    @property
+    def caption(self):
+        """'the last 30 days', or 'the 30 days up to 2019-11-28'."""
+        if self.is_recent:
+            return f"the last {self.days} days"
+        return f"the {self.days} days up to {self.end.isoformat()}"
+
+
+def window_of(activity, day, days=WINDOW_DAYS):
+    """The ``Window`` of ``activity``'s figures, seen on ``day``."""
+    newest = activity.newest_day()
+    if newest is not None and newest < day - timedelta(days=days - 1):
+        return Window(newest, days, False)
+    return Window(day, days, True)
 
 
 def includeme(config):

@@ -266,7 +266,7 @@ def test_deleting_one_message(site, mailman, who):
     assert overview_counts(reader) == ["7 messages", "3 threads"]
     assert top_posters(reader) == ["Ada", "Carl", "Bob"]
     bob = next(li for li in reader.get(f"/list/{DEV}/").html.select("section.posters li") if "Bob" in li.text)
-    assert "1 messages" in bob.text
+    assert "1 message" in bob.text
     assert "7 messages" in reader.get("/").html.select_one("ul.lists li").text
 
     # The audit log says who, when, what and why.

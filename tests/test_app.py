@@ -61,10 +61,10 @@ def test_index_lists_archived_lists_with_counts(app):
     assert page.status_int == 200
     items = page.html.select("ul.lists li")
     assert [li.a.text for li in items] == ["dev", "users"]
-    assert "3 messages" in items[0].text and "1 messages" in items[1].text
+    assert "3 messages" in items[0].text and "1 message\n" in items[1].text
     list_page = page.click("dev")
     assert list_page.request.path == "/list/dev@lists.example.org/"
-    assert "3 messages" in list_page.text and "1 threads" in list_page.text
+    assert [span.text for span in list_page.html.select("main > p span.count")] == ["3 messages", "1 thread"]
 
 
 def test_empty_archive_says_so(app):

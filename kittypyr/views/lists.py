@@ -3,13 +3,20 @@
 from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
 from pyramid.view import view_config
 
-from kittypyr.queries import month_threads, recent_threads
+from kittypyr.queries import largest_threads, month_threads, recent_threads
 from kittypyr.resources import Archive, MailingList, MailingLists
 from kittypyr.resources.browsing import ListAlias, Month, Year
-from kittypyr.stats import activity_of, today
+from kittypyr.stats import activity_of, today, window_of
 from kittypyr.tags import list_tags
-from kittypyr.views.community import fingerprint, marks_fingerprint, thread_marks, track_list
-from kittypyr.views.presentation import Page, activity_chart, page_number, set_validators, sparkline
+from kittypyr.views.community import fingerprint, marks_fingerprint, profile_url, thread_marks, track_list
+from kittypyr.views.presentation import (
+    Page,
+    activity_chart,
+    display_name,
+    page_number,
+    set_validators,
+    sparkline,
+)
 from kittypyr.votes import top_threads
 
 MONTH_PAGE_SIZE = 50
@@ -17,11 +24,14 @@ MONTH_PAGE_SIZE = 50
 
 def list_summary(mailing_list, day):
     activity = activity_of(mailing_list)
-    daily = [count for _, count in activity.daily_counts(day, 30)]
+    window = window_of(activity, day)
+    daily = [count for _, count in activity.daily_counts(window.end, window.days)]
     return {
         "list": mailing_list,
         "recent": sum(daily),
-        "participants": activity.participant_count(day),
+        "last_post": activity.newest_day(),
+        "window": window,
+        "participants": activity.participant_count(window.end, window.days),
         "sparkline": sparkline(daily),
     }
 
@@ -43,7 +53,10 @@ def archive_index(context, request):
     if order == "name":
         summaries.sort(key=lambda s: s["list"].display_name.lower())
     else:
-        summaries.sort(key=lambda s: (-s["recent"], -s["list"].message_count, s["list"].address))
+        # The latest post first: a list quiet since 2011 sorts below one active in 2019,
+        # whatever their sizes.
+        summaries.sort(key=lambda s: (-(s["last_post"].toordinal() if s["last_post"] else 0),
+                                      -s["recent"], -s["list"].message_count, s["list"].address))
     return {"summaries": summaries, "name_filter": name_filter, "order": order}
 
 
@@ -56,18 +69,23 @@ def lists_folder(context, request):
 def list_overview(context, request):
     day = today()
     activity = activity_of(context)
+    window = window_of(activity, day)
     threads = context.threads
     busiest = []
-    for key, count in activity.busiest_threads(day):
+    for key, count in activity.busiest_threads(window.end, window.days):
         thread = threads.live(key)
         if thread is not None and thread not in (t for t, _ in busiest):
             busiest.append((thread, count))
-    recent = recent_threads(context, limit=15)
     newest = [threads.data[k] for k in activity.newest_thread_keys(10) if k in threads.data]
+    # "Recently active" leaves out the new threads shown above it: older
+    # conversations that came back to life, not the same list twice.
+    shown = {thread.__name__ for thread in newest}
+    recent = [t for t in recent_threads(context, limit=15 + len(shown)) if t.__name__ not in shown][:15]
     popular = top_threads(context, 10)
+    largest = largest_threads(context, 10)
     tags = list_tags(context)
     track_list(request, context)
-    marks = thread_marks(request, recent + newest + [t for t, _ in busiest] + popular)
+    marks = thread_marks(request, recent + newest + [t for t, _ in busiest] + popular + largest)
     set_validators(request, None, "list", context.message_count, len(activity.thread_starts), day,
                    marks_fingerprint(marks), fingerprint(tags))
     return {
@@ -78,10 +96,24 @@ def list_overview(context, request):
         "popular_threads": popular,
         "tags": tags[:30],
         "marks": marks,
-        "top_senders": activity.top_senders(day),
+        "largest_threads": largest,
+        "window": window,
+        "top_senders": posters(request, activity.top_senders(window.end, window.days)),
+        "top_senders_ever": posters(request, activity.top_senders_ever()),
         "months": list(reversed(activity.months())),
-        "chart": activity_chart([c for _, c in activity.daily_counts(day, 30)]),
+        "chart": activity_chart([c for _, c in activity.daily_counts(window.end, window.days)]),
     }
+
+
+def posters(request, ranked):
+    """``[{name, count, url}]`` for ranked ``(address, name, messages)``: each links to its profile."""
+    people = request.root.people
+    found = []
+    for address, name, count in ranked:
+        person_id = people.person_id(address)
+        found.append({"name": display_name(name, address), "count": count,
+                      "url": profile_url(request, person_id) if person_id else None})
+    return found
 
 
 @view_config(context=Year)

@@ -44,10 +44,16 @@ def file_label(filename):
     return obfuscate_address(filename or "")
 
 
+def counted(count, word):
+    """'1 message', '3 messages': a count with its noun in the right number."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 @subscriber(BeforeRender)
 def presentation_helpers(event):
     """Subjects come from the mail and may hold addresses: every template writes them one way."""
     event["subject_line"] = subject_line
+    event["counted"] = counted
 
 
 def initials(name):

@@ -22,6 +22,34 @@
     event.preventDefault();
   });
 
+  // Expand all / collapse all are links that reload the page with the
+  // diffs open or folded; with a script they open or fold them in place.
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest("a.expand-all, a.collapse-all");
+    if (!link) { return; }
+    var open = link.classList.contains("expand-all");
+    document.querySelectorAll(".messages details.patch-fold").forEach(function (fold) { fold.open = open; });
+    event.preventDefault();
+  });
+
+  // A Message-ID is copied whole with one click (it is also selected whole
+  // on a click without the script, by the stylesheet).
+  if (navigator.clipboard) {
+    document.querySelectorAll("code.message-id").forEach(function (code) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy";
+      button.textContent = "Copy";
+      button.setAttribute("aria-label", "Copy the Message-ID");
+      button.addEventListener("click", function () {
+        navigator.clipboard.writeText(code.textContent).then(
+          function () { button.textContent = "Copied"; },
+          function () { button.textContent = "Select it to copy"; });
+      });
+      code.insertAdjacentElement("afterend", button);
+    });
+  }
+
   // Relative time as a hint next to the exact date.
   function relative(date) {
     var seconds = (Date.now() - date.getTime()) / 1000;

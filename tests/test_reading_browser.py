@@ -1,0 +1,69 @@
+"""Long threads and message pages in a real browser: folded diffs, the outline, copying a Message-ID."""
+
+import pytest
+
+from tests.functional import free_port, kittypyr, mbox_bytes, served, write_config
+from tests.test_reading import CORPUS, LIST, THREAD, h, message_url
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("reading-browser")
+    port = free_port()
+    config = write_config(folder, port=port)
+    mbox = folder / "fixture.mbox"
+    mbox.write_bytes(mbox_bytes(CORPUS))
+    kittypyr("import", config, LIST, mbox, check=True)
+    with served(config, port) as url:
+        yield url
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    yield page
+    context.close()
+    assert errors == []
+
+
+def test_the_outline_is_on_the_first_screen_and_diffs_open_on_demand(server, page):
+    page.goto(server + THREAD)
+    outline = page.locator("details.outline")
+    assert outline.is_visible()
+    assert outline.bounding_box()["y"] < 800
+    assert page.locator("nav.neighbours a.newer").first.bounding_box()["y"] < 800
+
+    diff = page.locator(f"#m-{h('p1')} details.patch-fold")
+    assert not diff.locator("pre.patch").is_visible()
+    assert page.locator(f"#m-{h('p1')}").get_by_text("The flush must happen").is_visible()
+    diff.locator("summary").click()
+    assert diff.locator("pre.patch").is_visible()
+
+    # Expand all and collapse all act in place when the script runs.
+    page.click("a.expand-all")
+    assert page.url == server + THREAD
+    assert page.locator(".messages details.patch-fold[open]").count() == 2
+    page.click("a.collapse-all")
+    assert page.locator(".messages details.patch-fold[open]").count() == 0
+
+    # The outline folds, and leads to the message it names.
+    page.click(f"details.outline a[href='#m-{h('review')}']")
+    assert page.url.endswith(f"#m-{h('review')}")
+    outline.locator("summary").click()
+    assert not outline.locator("ol").is_visible()
+
+
+def test_the_message_id_is_copied_whole(server, chromium):
+    context = chromium.new_context(permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    try:
+        page.goto(server + message_url("cover"))
+        page.click("button.copy")
+        assert page.locator("button.copy").inner_text() == "Copied"
+        assert page.evaluate("navigator.clipboard.readText()") == "cover@example.org"
+    finally:
+        context.close()

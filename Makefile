@@ -64,3 +64,19 @@ $(MAILMAN_STAMP):
 	touch $@
 
 mailman-venv: $(MAILMAN_STAMP)
+
+# The whole suite on loopback: Mailman core, an MTA and kittypyr, until Ctrl-C.
+SUITE_STAMP := $(VENV)/.installed-suite
+SUITE_DIR ?= var/suite
+
+.PHONY: suite suite-post
+
+$(SUITE_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[suite]"
+	touch $@
+
+suite: $(SUITE_STAMP) mailman-venv
+	$(BIN)/python -m kittypyr.suite.run --folder $(SUITE_DIR)
+
+suite-post: $(SUITE_STAMP)
+	$(BIN)/python -m kittypyr.suite.post --folder $(SUITE_DIR)

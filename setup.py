@@ -57,6 +57,7 @@ setup(
         "kittypyr",
         "kittypyr.resources",
         "kittypyr.views",
+        "kittypyr.suite",
         "kittypyr.templates",
     ],
     package_dir={"kittypyr.templates": "templates"},
@@ -67,7 +68,8 @@ setup(
     include_package_data=True,
     zip_safe=False,
     install_requires=requires,
-    extras_require={"testing": tests_require},
+    # make suite's MTA; Mailman core itself lives in a virtualenv of its own.
+    extras_require={"testing": tests_require, "suite": ["aiosmtpd"]},
     entry_points={
         "paste.app_factory": ["main = kittypyr:main"],
         "console_scripts": ["kittypyr = kittypyr.cli:main"],

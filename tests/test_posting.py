@@ -15,9 +15,9 @@ from webtest import TestApp
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.mailer import add_reply_headers
 from kittypyr.msgid import message_id_hash
+from kittypyr.suite.mta import SMTPSink
 from tests.accounts import FakeMailman, log_in
 from tests.mailbuilder import make_message
-from tests.mailman_server import SMTPSink
 from tests.test_app import make_app
 
 LIST = "dev@lists.example.org"

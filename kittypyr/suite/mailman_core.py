@@ -1,38 +1,36 @@
-"""A real GNU Mailman 3 core and an SMTP sink for integration tests.
+"""A real GNU Mailman 3 core on loopback, for the suite and the integration tests.
 
 Mailman runs from its own virtualenv (``make mailman-venv``) because its
 dependency pins clash with the archive's.  Starting it takes several seconds
-and a few hundred megabytes, so callers start one instance per test session
-and give each test its own lists.
+and a few hundred megabytes, so the test session starts one instance and
+gives each test its own lists.
 """
 
 import atexit
 import base64
 import email.parser
-import email.policy
 import email.utils
 import os
 import signal
 import smtplib
 import socket
 import subprocess
-import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiosmtpd.controller import Controller
-
-HERE = Path(__file__).resolve().parent
-MAILMAN_VENV = HERE.parent / ".venv-mailman"
+# The virtualenv ``make mailman-venv`` makes beside the source tree;
+# KITTYPYR_MAILMAN_VENV names another.
+MAILMAN_VENV = Path(
+    os.environ.get("KITTYPYR_MAILMAN_VENV") or Path(__file__).resolve().parents[2] / ".venv-mailman"
+)
 MAILMAN_BIN = MAILMAN_VENV / "bin" / "mailman"
 
-# Runners this fixture needs for a post to reach both the members and the
+# Runners needed for a post to reach both the members and the
 # archiver.  Each gets its own sleep_time because [runner.master] values do
 # not propagate to the individual runner sections.
 RUNNERS = ("in", "pipeline", "out", "archive", "virgin", "lmtp", "rest")
-# Runners nothing in the tests exercises; leaving them off shortens start-up.
+# Runners neither the suite nor the tests exercise; leaving them off shortens start-up.
 IDLE_RUNNERS = ("bounces", "command", "retry", "task", "digest", "nntp")
 
 START_TIMEOUT = 60.0
@@ -63,108 +61,6 @@ def tail(path, lines=40):
     except OSError:
         return "(%s: missing)" % path
     return "\n".join(text.splitlines()[-lines:])
-
-
-@dataclass
-class ReceivedMessage:
-    mail_from: str
-    rcpt_tos: list
-    data: bytes
-    received_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def message(self):
-        return email.parser.BytesParser(policy=email.policy.default).parsebytes(
-            self.data
-        )
-
-
-class _Handler:
-    def __init__(self, sink):
-        self.sink = sink
-
-    async def handle_DATA(self, server, session, envelope):
-        received = ReceivedMessage(
-            mail_from=envelope.mail_from,
-            rcpt_tos=list(envelope.rcpt_tos),
-            data=bytes(envelope.original_content or envelope.content),
-        )
-        self.sink._add(received)
-        if self.sink.relay is not None:
-            # As a site's MTA would: mail for a list goes on to Mailman.
-            # In a thread, so that Mailman may send mail here meanwhile.
-            threading.Thread(target=self.sink.relay, args=(received,), daemon=True).start()
-        return "250 OK"
-
-
-class SMTPSink:
-    """An SMTP server on loopback that accepts and keeps every message.
-
-    Mailman's outgoing runner delivers here, so tests can see what list
-    members would have received.
-    """
-
-    def __init__(self, relay=None):
-        """``relay``: called with each ReceivedMessage, in a thread of its own."""
-        self.host = "127.0.0.1"
-        self.relay = relay
-        self.port = None
-        self._messages = []
-        self._condition = threading.Condition()
-        self._controller = None
-
-    @property
-    def messages(self):
-        with self._condition:
-            return list(self._messages)
-
-    def _add(self, received):
-        with self._condition:
-            self._messages.append(received)
-            self._condition.notify_all()
-
-    def start(self):
-        if self._controller is not None:
-            return self
-        # aiosmtpd 1.4 connects to its own port to confirm start-up, so it
-        # cannot be given port 0 and asked afterwards.
-        self.port = free_port()
-        self._controller = Controller(
-            _Handler(self), hostname=self.host, port=self.port
-        )
-        self._controller.start()
-        return self
-
-    def stop(self):
-        controller, self._controller = self._controller, None
-        if controller is not None:
-            controller.stop()
-
-    def clear(self):
-        with self._condition:
-            self._messages.clear()
-
-    def wait_for(self, predicate=None, timeout=10.0):
-        """The first message (received so far or later) matching predicate."""
-        deadline = time.monotonic() + timeout
-        with self._condition:
-            while True:
-                for received in self._messages:
-                    if predicate is None or predicate(received):
-                        return received
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(
-                        "no matching message within %.1f s; %d received"
-                        % (timeout, len(self._messages))
-                    )
-                self._condition.wait(remaining)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc_info):
-        self.stop()
 
 
 MAILMAN_CFG = """\

@@ -45,9 +45,31 @@ def add_session_generations(archive):
         archive.session_generations = OOBTree()
 
 
+def merge_concurrent_changes(archive):
+    """Version 5: counts and word postings in trees that merge concurrent writers' changes.
+
+    Entries move as they are (counts, packed postings, references to
+    postings records): no message is read or indexed again.
+    """
+    from kittypyr.lexicon import OkapiIndex
+    from kittypyr.merging import AppendedBytes, KeyedCounts, converted
+    from kittypyr.stats import merge_concurrent_counts
+
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        if isinstance(text_index, OkapiIndex):
+            text_index._wordinfo = converted(text_index._wordinfo, AppendedBytes)
+    for mailing_list in archive.lists.values():
+        merge_concurrent_counts(mailing_list)
+    people = getattr(archive, "people", None)
+    if people is not None:
+        people.posts = converted(people.posts, KeyedCounts)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
-EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations]
+EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
+                merge_concurrent_changes]
 
 
 def bootstrap_archive(zodb_root, registry):

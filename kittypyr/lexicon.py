@@ -22,6 +22,8 @@ from zope.index.text.lexicon import CaseNormalizer, Lexicon as _ZopeLexicon, Spl
 from zope.index.text.okapiindex import OkapiIndex as _ZopeOkapiIndex
 from zope.index.text.okapiindex import score as okapi_score
 
+from kittypyr.merging import AppendedBytes
+
 PIPELINE = (Splitter, CaseNormalizer, StopWordRemover)
 
 
@@ -305,6 +307,10 @@ class Postings(Persistent):
                 return True
         return False
 
+    def packed(self):
+        """Every posting as packed pairs, in the order they were added."""
+        return b"".join([chunk.data for chunk in self._chunks] + [bytes(self._tail)])
+
     def pairs(self):
         pairs = []
         for chunk in self._chunks:
@@ -341,6 +347,13 @@ def _doc_count(postings):
     return len(postings)
 
 
+def packed_postings(postings):
+    """A word's postings (as ``_wordinfo`` holds them) as packed little-endian int32 pairs."""
+    if type(postings) is bytes:
+        return postings
+    return postings.packed()
+
+
 def _pairs(postings):
     if type(postings) is bytes:
         return _pairs_of(postings)
@@ -374,6 +387,12 @@ class OkapiIndex(_ZopeOkapiIndex):
     are zope.index's own; postings are kept as described above, and a new
     document's distinct word ids come from the lexicon already counted.
     """
+
+    def clear(self):
+        super().clear()
+        # Two messages archived at once append to the postings of the words
+        # they share: this tree merges such appends (kittypyr.merging).
+        self._wordinfo = AppendedBytes()
 
     def index_doc(self, docid, text):
         distinct_word_ids = getattr(self._lexicon, "distinct_word_ids", None)

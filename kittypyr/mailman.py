@@ -487,5 +487,30 @@ def list_refresh_tween_factory(handler, registry):
     return refresh_lists_then_handle
 
 
+ARCHIVE_PATH = "/api/mailman/archive"
+
+
+def archive_one_at_a_time_tween_factory(handler, registry):
+    """Archive requests of one process run one after the other, commit included.
+
+    Archiving is CPU work under one interpreter lock: threads archiving at
+    once gain no speed, but they write the same records (the words they
+    share, the day's counts) and all but one would fail at commit and be
+    run again. Other processes (ZEO, RelStorage) can still conflict; those
+    are retried.
+    """
+    lock = threading.Lock()
+
+    def archive_in_turn(request):
+        if request.path_info != ARCHIVE_PATH or request.method != "POST":
+            return handler(request)
+        with lock:
+            return handler(request)
+
+    return archive_in_turn
+
+
 def includeme(config):
     config.add_tween("kittypyr.mailman.list_refresh_tween_factory", over="pyramid_tm.tm_tween_factory")
+    config.add_tween("kittypyr.mailman.archive_one_at_a_time_tween_factory",
+                     over="pyramid_tm.tm_tween_factory")

@@ -15,8 +15,10 @@ log = logging.getLogger(__name__)
 def log_retry(event):
     """Log one retry: the request, the attempt that failed and why."""
     environ = event.environ
-    log.info("retrying %s %s after attempt %s failed: %r", environ.get("REQUEST_METHOD"),
-             environ.get("PATH_INFO"), environ.get("pyramid_retry.attempt", 0) + 1, event.exception)
+    # str(), not repr(): a ConflictError names its record and class only there.
+    log.info("retrying %s %s after attempt %s failed: %s: %s", environ.get("REQUEST_METHOD"),
+             environ.get("PATH_INFO"), environ.get("pyramid_retry.attempt", 0) + 1,
+             type(event.exception).__name__, event.exception)
 
 
 def includeme(config):

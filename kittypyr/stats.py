@@ -9,7 +9,6 @@ resolution merges those).
 import heapq
 from datetime import date, datetime, timedelta, timezone
 
-from BTrees.OIBTree import OIBTree
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 
@@ -20,6 +19,7 @@ from kittypyr.events import (
     IObjectWillBeRemoved,
     IThreadRestarted,
 )
+from kittypyr.merging import Counts, KeyedCounts, converted
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import month_of
 
@@ -32,12 +32,14 @@ class ListActivity(Persistent):
     """Counts of one list's messages by day, month, sender and thread."""
 
     def __init__(self):
-        self.per_day = OIBTree()  # 'YYYY-MM-DD' -> messages
-        self.per_month = OIBTree()  # 'YYYY-MM' -> messages
-        self.sender_days = OOBTree()  # ('YYYY-MM-DD', address) -> messages
+        # Counts merge what two writers add at once (kittypyr.merging):
+        # messages archived together share their day, month and senders.
+        self.per_day = Counts()  # 'YYYY-MM-DD' -> messages
+        self.per_month = Counts()  # 'YYYY-MM' -> messages
+        self.sender_days = KeyedCounts()  # ('YYYY-MM-DD', address) -> messages
         self.sender_names = OOBTree()  # address -> latest display name
-        self.thread_days = OOBTree()  # ('YYYY-MM-DD', thread key) -> messages
-        self.participants = OIBTree()  # address -> messages, all time
+        self.thread_days = KeyedCounts()  # ('YYYY-MM-DD', thread key) -> messages
+        self.participants = Counts()  # address -> messages, all time
         self.thread_starts = OOBTree()  # (start timestamp, thread key) -> None
 
     def thread_started(self, thread):
@@ -153,6 +155,19 @@ def _add(tree, key, delta):
         tree[key] = count
     elif key in tree:
         del tree[key]
+
+
+COUNT_TREES = {"per_day": Counts, "per_month": Counts, "sender_days": KeyedCounts,
+               "thread_days": KeyedCounts, "participants": Counts}
+
+
+def merge_concurrent_counts(mailing_list):
+    """Move an older list's counts into trees that merge concurrent changes."""
+    activity = getattr(mailing_list, "activity", None)
+    if activity is None:
+        return
+    for name, kind in COUNT_TREES.items():
+        setattr(activity, name, converted(getattr(activity, name), kind))
 
 
 def activity_of(mailing_list):

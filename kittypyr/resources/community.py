@@ -24,6 +24,8 @@ from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import Allow, Authenticated
 
+from kittypyr.merging import KeyedCounts
+
 # Sorts after every list address, thread key and tag: the upper end of a
 # range of tuple keys that share a prefix.
 HIGHEST = "\U0010ffff"
@@ -47,7 +49,8 @@ class People(Persistent):
     def __init__(self):
         self.key = secrets.token_hex(16)
         self.addresses = OOBTree()  # person id -> address (lower case)
-        self.posts = OOBTree()  # (person id, list address) -> messages archived
+        # Merges two writers' changes of one count (kittypyr.merging).
+        self.posts = KeyedCounts()  # (person id, list address) -> messages archived
 
     def person_id(self, address):
         """The id of the sender ``address`` (whether or not they wrote yet); '' for none."""

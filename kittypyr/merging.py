@@ -1,0 +1,166 @@
+"""BTrees whose buckets merge what concurrent writers do to the same key.
+
+BTrees' own conflict resolution merges two transactions that touched
+*different* keys of a bucket, and fails on the same key changed twice. Two
+messages archived at the same moment by two processes change the same keys
+all the time: this month's and this day's counts, a sender's post count, the
+postings of every word they share. Each tree here knows what its values
+mean, and so how to merge them:
+
+- ``Counts`` / ``KeyedCounts``: values are counts, a missing key is 0; two
+  changes of one count add up (+1 and +1 from a 5 make 7).
+- ``AppendedBytes`` (the text index's postings): values are packed records
+  that writers append to; two appends to one value keep both.
+
+Whatever else both changed (the same key set to two different values, a
+bucket split, a removal beside an append) is still a ConflictError, and
+the request is run again. Values that are references to other records are
+compared by record, never by ``==`` (which refuses to compare references
+during conflict resolution).
+"""
+
+from BTrees.IOBTree import IOBTree, IOBucket
+from BTrees.OIBTree import OIBTree, OIBucket
+from BTrees.OOBTree import OOBTree, OOBucket
+from ZODB.POSException import ConflictError
+
+MISSING = object()
+
+
+def _items_and_next(state):
+    """``({key: value}, next bucket or None)`` of a bucket's pickled state."""
+    if state is None:
+        return {}, None
+    items = state[0]
+    return dict(zip(items[::2], items[1::2])), (state[1] if len(state) > 1 else None)
+
+
+def same_value(this, that):
+    """Whether two values (or MISSING) met in conflict resolution are the same."""
+    if this is that:
+        return True
+    if this is MISSING or that is MISSING:
+        return False
+    try:
+        return type(this) is type(that) and this == that
+    except ValueError:  # two references to different records
+        return False
+
+
+def merge_bucket_states(old, committed, new, merge_value):
+    """The merged state of a bucket that two writers changed from ``old``.
+
+    ``merge_value(base, theirs, ours)`` (each possibly MISSING) decides a
+    key both changed: it returns the merged value or MISSING, or raises
+    ConflictError.
+    """
+    old_items, old_next = _items_and_next(old)
+    committed_items, committed_next = _items_and_next(committed)
+    new_items, new_next = _items_and_next(new)
+    if not (same_value(old_next, committed_next) and same_value(old_next, new_next)):
+        raise ConflictError("bucket split by concurrent writers")
+    merged = {}
+    for key in old_items.keys() | committed_items.keys() | new_items.keys():
+        base = old_items.get(key, MISSING)
+        theirs = committed_items.get(key, MISSING)
+        ours = new_items.get(key, MISSING)
+        if same_value(theirs, base):
+            value = ours
+        elif same_value(ours, base):
+            value = theirs
+        else:
+            value = merge_value(base, theirs, ours)
+        if value is not MISSING:
+            merged[key] = value
+    if not merged and old_next is not None:
+        # An emptied bucket is unlinked from its tree: a change of structure.
+        raise ConflictError("bucket emptied by concurrent writers")
+    items = tuple(part for key in sorted(merged) for part in (key, merged[key]))
+    return (items,) if old_next is None else (items, old_next)
+
+
+def _single_bucket(state):
+    """A small tree keeps its one bucket inside its own record: that bucket's state."""
+    if state is None:
+        return None
+    if len(state) != 1:
+        # A tree with buckets of their own changed its structure: no merge.
+        raise ConflictError("tree structure changed by concurrent writers")
+    return state[0][0]
+
+
+def merge_tree_states(old, committed, new, merge_value):
+    merged = merge_bucket_states(*map(_single_bucket, (old, committed, new)), merge_value)
+    return ((merged,),) if merged[0] else None
+
+
+def add_counts(base, theirs, ours):
+    """Two changes of one count: both deltas, from ``base``."""
+    counts = [0 if value is MISSING else value for value in (base, theirs, ours)]
+    if not all(isinstance(count, int) for count in counts):
+        raise ConflictError("a count changed to something else by concurrent writers")
+    total = counts[1] + counts[2] - counts[0]
+    if total < 0:
+        raise ConflictError("a count below zero after concurrent changes")
+    # Counts are removed at 0 (see kittypyr.stats._add).
+    return total if total else MISSING
+
+
+def append_bytes(base, theirs, ours):
+    """Two appends to one packed value: the common start, then what each added."""
+    prefix = b"" if base is MISSING else base
+    if not (type(prefix) is bytes and type(theirs) is bytes and type(ours) is bytes
+            and theirs.startswith(prefix) and ours.startswith(prefix)):
+        raise ConflictError("a value changed otherwise than by appending, by concurrent writers")
+    return theirs + ours[len(prefix):]
+
+
+class CountsBucket(OIBucket):
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_bucket_states(old, committed, new, add_counts)
+
+
+class Counts(OIBTree):
+    """String key -> count, merging concurrent changes of one count."""
+
+    _bucket_type = CountsBucket
+
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_tree_states(old, committed, new, add_counts)
+
+
+class KeyedCountsBucket(OOBucket):
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_bucket_states(old, committed, new, add_counts)
+
+
+class KeyedCounts(OOBTree):
+    """Any key (tuples too) -> count, merging concurrent changes of one count."""
+
+    _bucket_type = KeyedCountsBucket
+
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_tree_states(old, committed, new, add_counts)
+
+
+class AppendedBytesBucket(IOBucket):
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_bucket_states(old, committed, new, append_bytes)
+
+
+class AppendedBytes(IOBTree):
+    """Integer key -> packed bytes (or a record of its own), merging concurrent appends."""
+
+    _bucket_type = AppendedBytesBucket
+
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_tree_states(old, committed, new, append_bytes)
+
+
+def converted(tree, kind):
+    """``tree``'s entries in a new tree of type ``kind`` (for schema upgrades)."""
+    if type(tree) is kind:
+        return tree
+    replacement = kind()
+    replacement.update(tree)
+    return replacement

@@ -3,7 +3,7 @@
 import itertools
 
 from pyramid.traversal import find_root
-from repoze.catalog.query import Eq
+from repoze.catalog.query import Any, Eq
 
 from kittypyr.catalog import search, search_page
 from kittypyr.stats import activity_of
@@ -41,14 +41,40 @@ def threads_by_activity(mailing_list, start, size, skip=()):
     return list(itertools.islice(wanted, start, start + size))
 
 
-def month_threads(month, start, size):
-    """``(total, threads)``: one page of the threads started in ``month``, oldest first.
+def month_threads(month, start, size, by_start=False):
+    """``(total, threads)``: one page of the threads started in ``month``.
 
+    Latest activity first, or with ``by_start`` the first started first.
     A ``start`` past the end gives the last page.
     """
     mailing_list = month.mailing_list
-    return search_page(find_root(mailing_list), _threads_of(mailing_list) & Eq("month", month.key),
-                       start, size, "date")
+    query = _threads_of(mailing_list) & Eq("month", month.key)
+    if by_start:
+        return search_page(find_root(mailing_list), query, start, size, "date")
+    return search_page(find_root(mailing_list), query, start, size, "last_active", reverse=True)
+
+
+def threads_with_attachments(mailing_list, threads):
+    """The keys of those of ``threads`` with an attachment in any message.
+
+    One catalog query for all of them; each thread's own docids are then
+    looked up in its entry of the ``thread`` index.
+    """
+    if not threads:
+        return set()
+    archive = find_root(mailing_list)
+    keys = [thread.__name__ for thread in threads]
+    _, with_files = archive.catalog.query(
+        Eq("list", mailing_list.address) & Eq("has_attachment", True) & Any("thread", keys))
+    with_files = set(with_files)
+    if not with_files:
+        return set()
+    found = set()
+    for key in keys:
+        _, members = archive.catalog.query(Eq("thread", key))
+        if with_files.intersection(members):
+            found.add(key)
+    return found
 
 
 def neighbour_threads(thread):

@@ -1,25 +1,16 @@
-"""The lists index, a list's overview and its month pages."""
+"""The lists index and a list's overview (its months and years: kittypyr.views.months)."""
 
 from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
 from pyramid.view import view_config
 
-from kittypyr.queries import largest_threads, month_threads, recent_threads
+from kittypyr.queries import largest_threads, recent_threads
 from kittypyr.resources import Archive, MailingList, MailingLists
-from kittypyr.resources.browsing import ListAlias, Month, Year
+from kittypyr.resources.browsing import ListAlias
 from kittypyr.stats import activity_of, today, window_of
 from kittypyr.tags import list_tags
 from kittypyr.views.community import fingerprint, marks_fingerprint, profile_url, thread_marks, track_list
-from kittypyr.views.presentation import (
-    Page,
-    activity_chart,
-    display_name,
-    page_number,
-    set_validators,
-    sparkline,
-)
+from kittypyr.views.presentation import activity_chart, display_name, set_validators, sparkline
 from kittypyr.votes import top_threads
-
-MONTH_PAGE_SIZE = 50
 
 
 def list_summary(mailing_list, day):
@@ -100,9 +91,19 @@ def list_overview(context, request):
         "window": window,
         "top_senders": posters(request, activity.top_senders(window.end, window.days)),
         "top_senders_ever": posters(request, activity.top_senders_ever()),
-        "months": list(reversed(activity.months())),
+        "years": by_year(reversed(activity.months())),
         "chart": activity_chart([c for _, c in activity.daily_counts(window.end, window.days)]),
     }
+
+
+def by_year(months):
+    """``[(year, [(year, month, messages)])]`` of ``months``, in their order."""
+    years = []
+    for month in months:
+        if not years or years[-1][0] != month[0]:
+            years.append((month[0], []))
+        years[-1][1].append(month)
+    return years
 
 
 def posters(request, ranked):
@@ -114,25 +115,6 @@ def posters(request, ranked):
         found.append({"name": display_name(name, address), "count": count,
                       "url": profile_url(request, person_id) if person_id else None})
     return found
-
-
-@view_config(context=Year)
-def year_page(context, request):
-    raise HTTPNotFound()
-
-
-@view_config(context=Month, renderer="kittypyr.templates:month.pt")
-def month_page(context, request):
-    number = max(1, page_number(request))
-    total, threads = month_threads(context, (number - 1) * MONTH_PAGE_SIZE, MONTH_PAGE_SIZE)
-    page = Page(number, total, MONTH_PAGE_SIZE)
-    track_list(request, context.mailing_list)
-    marks = thread_marks(request, threads)
-    set_validators(request, None, "month", context.key, page.number,
-                   activity_of(context.mailing_list).per_month.get(context.key, 0), total,
-                   marks_fingerprint(marks))
-    return {"month": context, "mailing_list": context.mailing_list, "threads": threads, "page": page,
-            "marks": marks}
 
 
 @view_config(context=ListAlias)

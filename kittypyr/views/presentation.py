@@ -44,9 +44,9 @@ def file_label(filename):
     return obfuscate_address(filename or "")
 
 
-def counted(count, word):
+def counted(count, word, plural=None):
     """'1 message', '3 messages': a count with its noun in the right number."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+    return f"{count} {word}" if count == 1 else f"{count} {plural or word + 's'}"
 
 
 @subscriber(BeforeRender)

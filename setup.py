@@ -23,7 +23,8 @@ requires = [
     "transaction",
     "tqdm",
     "charset-normalizer",
-    "inscriptis",
+    # Sanitizes the HTML part of a message for its "as sent" view.
+    "nh3",
     "markupsafe",
     # Pyramid 2 still resolves asset specs through pkg_resources.
     "setuptools<81",
@@ -35,6 +36,8 @@ tests_require = [
     "playwright",
     "aiosmtpd",
     "beautifulsoup4",
+    # axe-core, run in the browser tests.
+    "axe-playwright-python",
     # Reads the Atom feeds back as feed readers do, in the tests.
     "feedparser",
 ]

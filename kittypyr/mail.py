@@ -607,7 +607,6 @@ _SAFE_CONTENT_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&
 _UNSAFE_FILENAME = re.compile(r"[\x00-\x1f\x7f]")
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
-_HTML_TAG = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.I | re.S)
 
 _EXTENSIONS = {
     "text/plain": ".txt",
@@ -813,12 +812,10 @@ def _unflow(text, delsp):
 
 
 def _html_to_text(html):
-    try:
-        from inscriptis import get_text
+    # Reflowed paragraphs, not a layout engine's whitespace.
+    from kittypyr.htmltext import text_of_html
 
-        return get_text(html)
-    except Exception:
-        return _HTML_TAG.sub("", html)
+    return text_of_html(html)
 
 
 def _clean_text(text):

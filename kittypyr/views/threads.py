@@ -8,6 +8,7 @@ from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
 from pyramid.response import Response
 from pyramid.view import view_config, view_defaults
 
+from kittypyr.htmlview import html_parts
 from kittypyr.originals import recipients
 from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
@@ -195,6 +196,7 @@ class MessageViews:
             "month": mailing_list[str(started.year)][str(started.month)],
             "entry": entry,
             "recipients": recipients(message),
+            "html_url": html_url(self.request, message),
             "answers": answers,
             "answers_sender": display_name(answers.sender_name, answers.sender_address) if answers else "",
             "previous": previous,
@@ -228,6 +230,11 @@ class MessageViews:
         disposition = "inline" if attachment.content_type in INLINE_TYPES else "attachment"
         response.content_disposition = f"{disposition}; filename*=UTF-8''{quote(attachment.filename, safe='')}"
         return response
+
+
+def html_url(request, message):
+    """The sanitized view of the message's HTML part, when it has one."""
+    return request.resource_url(message, "html") if html_parts(message) else None
 
 
 def attachment_url(request, attachment):

@@ -1,0 +1,102 @@
+"""HTML-only mail: read as reflowed text, and as its sanitized original on request."""
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.htmltext import text_of_html
+from kittypyr.msgid import message_id_hash
+from tests.mailbuilder import html_part, make_message
+from tests.test_app import make_app
+
+LIST = "news@lists.example.org"
+
+NEWSLETTER = """\
+<html><head><title>Newsletter</title><style>td { color: red }</style>
+<script>var tracking = 1;</script></head>
+<body>
+<table width="600"><tr><td>        </td><td>
+  <table><tr><td><h1>Release   notes</h1></td></tr>
+  <tr><td>
+     <p>The new release
+        is out.      Read the
+        <a href="https://example.org/notes">full notes</a>.</p>
+
+
+
+     <p>Questions? <a href="mailto:help@example.org">Write to us</a>.</p>
+     <p><img src="https://tracker.example.net/pixel.gif" alt=""><img src="https://example.org/logo.png" alt="Logo"></p>
+  </td></tr></table>
+</td></tr></table>
+<iframe src="https://example.net/ad">Your browser shows no frames</iframe>
+<script type="text/javascript">document.write("<p>written by script</p>")</script>
+<blockquote><p>An earlier message</p></blockquote>
+<ul><li>one</li><li>two</li></ul>
+<p onclick="steal()">Bye</p>
+</body></html>
+"""
+
+
+def test_html_becomes_paragraphs_with_links_and_nothing_hidden():
+    text = text_of_html(NEWSLETTER)
+    assert text.splitlines()[:3] == ["Release notes", "", "The new release is out. Read the full notes <https://example.org/notes>."]
+    assert "Questions? Write to us." in text
+    assert "\n\n\n" not in text
+    for hidden in ("tracking", "color: red", "Newsletter", "Your browser shows no frames", "written by script"):
+        assert hidden not in text
+    assert "> An earlier message" in text
+    assert "- one\n- two" in text
+    assert text.endswith("Bye")
+
+
+def h(name):
+    return message_id_hash(f"<{name}@example.org>")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    app = make_app(tmp_path_factory.mktemp("html-mail"))
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        archive_message(mailing_list, make_message(message_id="<letter@example.org>", subject="Release",
+                                                   body=html_part(NEWSLETTER)))
+        archive_message(mailing_list, make_message(message_id="<plain@example.org>", subject="Plain"))
+        transaction.commit()
+    yield TestApp(app)
+    app.registry._zodb_databases[""].close()
+
+
+MESSAGE = f"/list/{LIST}/message/{h('letter')}/"
+
+
+def test_html_only_mail_reads_as_text_with_links(browser):
+    page = browser.get(MESSAGE)
+    body = page.html.select_one("article .body")
+    assert "The new release is out. Read the full notes" in body.text
+    assert body.select_one("a[href='https://example.org/notes']") is not None
+    assert "written by script" not in page.text and "tracking" not in body.text
+    assert page.html.select_one("p.html-original a")["href"].endswith(f"{MESSAGE}html")
+    assert browser.get(f"/list/{LIST}/message/{h('plain')}/").html.select_one("p.html-original") is None
+
+
+def test_sanitized_html_view_runs_no_script_and_loads_no_remote_image(browser):
+    page = browser.get(MESSAGE + "html")
+    policy = page.headers["Content-Security-Policy"]
+    assert "script-src 'none'" in policy or ("default-src 'none'" in policy and "script-src" not in policy)
+    assert "https:" not in policy
+    content = page.html.select_one("div.html-mail")
+    assert content.select_one("h1").text == "Release   notes"
+    assert content.select("script, iframe, style") == []
+    assert "steal" not in page.text and "tracking" not in page.text
+    images = content.select("img")
+    assert images and all(not img.get("src") for img in images)
+    assert content.select_one("a[href='https://example.org/notes']")["rel"] == ["nofollow", "noopener",
+                                                                               "noreferrer", "ugc"]
+    shown = browser.get(page.html.select_one("a.show-images")["href"])
+    assert "https:" in shown.headers["Content-Security-Policy"]
+    assert "script-src 'none'" in shown.headers["Content-Security-Policy"]
+    assert [img["src"] for img in shown.html.select("div.html-mail img")] == [
+        "https://tracker.example.net/pixel.gif", "https://example.org/logo.png"]
+    browser.get(f"/list/{LIST}/message/{h('plain')}/html", status=404)

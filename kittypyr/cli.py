@@ -16,6 +16,7 @@ from repoze.catalog.query import Eq
 from zc.lockfile import LockError
 from ZODB.FileStorage import FileStorage
 
+from kittypyr import upkeep
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
 from kittypyr.people import rebuild_people
@@ -224,6 +225,8 @@ def build_parser():
     p.add_argument("list_address", nargs="?")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=command_info)
+
+    upkeep.add_commands(commands)
     return parser
 
 

@@ -141,6 +141,31 @@ class Thread(Persistent):
         self._refresh_starter()
         return taken
 
+    def recount(self, messages):
+        """Make ``messages`` (each with its ``parent`` set) the members, and recount every aggregate.
+
+        For ``kittypyr check --repair``: what ``add_message`` keeps up one
+        message at a time, derived again from the messages themselves. A
+        message whose parent is not among them is a first message.
+        """
+        names = {message.__name__ for message in messages}
+        self.members = OOTreeSet(names)
+        self._count = len(names)
+        children = collections.defaultdict(list)
+        months = collections.Counter()
+        participants = collections.Counter()
+        for message in messages:
+            parent = message.parent if message.parent in names else ROOTS
+            children[parent].append((message.timestamp, message.__name__))
+            months[month_of(message.date)] += 1
+            if message.sender_address:
+                participants[message.sender_address] += 1
+        self.children = OOBTree({parent: tuple(sorted(entries)) for parent, entries in children.items()})
+        self.months = dict(months)
+        self.participants = dict(participants)
+        self.last_date = max((message.date for message in messages), default=None)
+        self._refresh_starter()
+
     def _refresh_starter(self):
         roots = self.children.get(ROOTS, ())
         if not roots:

@@ -1,0 +1,320 @@
+"""Checking that an archive's derived records agree with its messages, and mending them.
+
+The messages (each with its list, thread and parent) are the truth; what
+is kept beside them to answer pages quickly is derived, and kept in step
+by subscribers in the same transaction. A bug, an interrupted upgrade or a
+hand-edited database can still leave it behind. ``check_archive`` compares,
+in this order (each step's repairs are what the next one sees):
+
+1. threads: each thread's member set, count, reply tree and aggregates
+   against the messages that name it; a message naming no live thread;
+   a thread no message names;
+2. tombstones: a deleted message or thread that is live again;
+3. lists' aggregates (``kittypyr.stats``) and attachment counts;
+4. the document map: its two directions, and paths that lead nowhere;
+5. the catalog: every live message and thread in every index, with the
+   field values its discriminators give, and no docid of anything else.
+
+Repairs touch only what disagrees: a thread is recounted, a list's
+aggregates recounted from its messages, a document indexed or unindexed
+alone; nothing is reindexed whole.
+"""
+
+import collections
+import logging
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from pyramid.traversal import find_resource, resource_path
+from repoze.catalog.indexes.field import CatalogFieldIndex
+
+from kittypyr.catalog import index_resource
+from kittypyr.resources import Message, Thread
+from kittypyr.resources.thread import month_of
+from kittypyr.stats import ListActivity, activity_of, rebuild_activity
+
+log = logging.getLogger(__name__)
+
+# The deletions check completes are signed so in the audit log.
+CHECK_ACTOR = SimpleNamespace(address="kittypyr-check", name="kittypyr check --repair")
+
+# ListActivity's records, each a mapping a recount must give again.
+ACTIVITY_RECORDS = ("per_day", "per_month", "sender_days", "sender_names", "thread_days",
+                    "participants", "thread_starts")
+
+
+@dataclass
+class Finding:
+    """One disagreement: ``part`` (threads, tombstones, aggregates, document map, catalog), where, what."""
+
+    part: str
+    where: str
+    what: str
+    repaired: bool = False
+
+    def __str__(self):
+        return f"{self.part}: {self.where}: {self.what}" + (" (repaired)" if self.repaired else "")
+
+
+class Checker:
+    def __init__(self, archive, registry=None, repair=False):
+        self.archive = archive
+        self.registry = registry
+        self.repair = repair
+        self.findings = []
+        self.counts = collections.Counter()
+
+    def found(self, part, where, what, repaired=None):
+        finding = Finding(part, where, what, self.repair if repaired is None else repaired)
+        self.findings.append(finding)
+        return finding
+
+    def run(self):
+        for mailing_list in list(self.archive.lists.values()):
+            self.counts["lists"] += 1
+            self.check_threads(mailing_list)
+            self.check_tombstones(mailing_list)
+            self.check_aggregates(mailing_list)
+        self.check_document_map()
+        self.check_catalog()
+        return self.findings
+
+    # --- threads ------------------------------------------------------------
+
+    def check_threads(self, mailing_list):
+        threads = mailing_list.threads
+        named = collections.defaultdict(list)  # thread key -> messages naming it
+        for message in mailing_list.messages.values():
+            self.counts["messages"] += 1
+            named[message.thread].append(message)
+        for key in [key for key in named if key not in threads.data]:
+            self._rehome(mailing_list, key, named)
+        for key, thread in list(threads.items()):
+            self.counts["threads"] += 1
+            messages = named.get(key, [])
+            where = resource_path(thread)
+            if not messages:
+                self.found("threads", where, "no message belongs to this thread")
+                if self.repair:
+                    # Not a deletion (no message was deleted): no tombstone.
+                    threads.remove(key, send_events=False)
+                continue
+            problems = _thread_disagreements(thread, messages)
+            if problems:
+                self.found("threads", where, "; ".join(problems))
+                if self.repair:
+                    thread.recount(messages)
+
+    def _rehome(self, mailing_list, key, named):
+        """Messages naming ``key``, which is no live thread: to the thread it became, or a new one."""
+        threads = mailing_list.threads
+        messages = named.pop(key)
+        live = threads.live(key) if key is not None else None
+        where = resource_path(mailing_list)
+        if live is not None:
+            self.found("threads", where, f"{len(messages)} message(s) name thread {key}, "
+                       f"merged into {live.__name__}")
+            target = live.__name__
+        else:
+            self.found("threads", where, f"{len(messages)} message(s) name thread {key}, which does not exist")
+            names = {message.__name__ for message in messages}
+            # The thread is named by its first message, where that is one of them.
+            target = key if key in names else min(messages, key=lambda m: (m.timestamp, m.__name__)).__name__
+            if self.repair:
+                threads.tombstones.pop(target, None)
+                threads.add(target, Thread(), send_events=False)
+        if self.repair:
+            for message in messages:
+                message.thread = target
+        named[target].extend(messages)
+
+    # --- tombstones ---------------------------------------------------------
+
+    def check_tombstones(self, mailing_list):
+        from kittypyr.moderation import delete_messages
+
+        messages, threads = mailing_list.messages, mailing_list.threads
+        again = [name for name in messages.tombstones.keys() if name in messages.data]
+        for name in again:
+            # Archiving refuses a deleted Message-ID, so the live copy is
+            # what a deletion failed to remove: deleted is deleted.
+            self.found("tombstones", resource_path(messages.data[name]),
+                       "deleted, yet still in the archive; --repair deletes it")
+        if again and self.repair:
+            delete_messages(mailing_list, again, CHECK_ACTOR,
+                            reason="kittypyr check: deleted earlier, still present", registry=self.registry)
+        for key in [key for key in threads.tombstones.keys() if key in threads.data]:
+            # The live thread's messages have no tombstones: they are what stands.
+            self.found("tombstones", resource_path(threads.data[key]),
+                       "marked deleted, yet it has live messages; --repair keeps the thread")
+            if self.repair:
+                del threads.tombstones[key]
+
+    # --- aggregates ---------------------------------------------------------
+
+    def check_aggregates(self, mailing_list):
+        where = resource_path(mailing_list)
+        expected = ListActivity()
+        attachments = 0
+        for message in mailing_list.messages.values():
+            expected.record(message)
+            attachments += len(message.attachments)
+        for thread in mailing_list.threads.values():
+            if thread.date_started is not None:
+                expected.thread_started(thread)
+        activity = activity_of(mailing_list)
+        wrong = []
+        for name in ACTIVITY_RECORDS:
+            have = dict(getattr(activity, name).items())
+            want = dict(getattr(expected, name).items())
+            if have != want:
+                keys = sorted((k for k in set(have) | set(want) if have.get(k) != want.get(k)), key=repr)
+                wrong.append(f"{name} differs at {len(keys)} key(s), e.g. {keys[0]!r}: "
+                             f"{have.get(keys[0])!r} instead of {want.get(keys[0])!r}")
+        if wrong:
+            self.found("aggregates", where, "; ".join(wrong))
+            if self.repair:
+                rebuild_activity(mailing_list)
+        counted = mailing_list.attachment_count()
+        if counted != attachments:
+            self.found("aggregates", where, f"attachment count {counted} instead of {attachments}")
+            if self.repair:
+                mailing_list.attachment_count.set(attachments)
+
+    # --- document map -------------------------------------------------------
+
+    def check_document_map(self):
+        document_map = self.archive.document_map
+        forward, reverse = document_map.docid_to_address, document_map.address_to_docid
+        for docid, path in list(forward.items()):
+            claimed = reverse.get(path)
+            if claimed == docid:
+                continue
+            if claimed is None or forward.get(claimed) != path:
+                self.found("document map", path, f"docid {docid} has no way back from its path")
+                if self.repair:
+                    reverse[path] = docid
+            else:
+                self.found("document map", path, f"docid {docid} duplicates docid {claimed}")
+                if self.repair:
+                    self.archive.catalog.unindex_doc(docid)
+                    del forward[docid]
+        for path, docid in list(reverse.items()):
+            if forward.get(docid) != path:
+                self.found("document map", path, f"points at docid {docid}, which is not this path's")
+                if self.repair:
+                    del reverse[path]
+        for docid, path in list(forward.items()):
+            if self._live_at(path) is None:
+                self.found("document map", path, f"docid {docid} names nothing live; --repair unindexes it")
+                if self.repair:
+                    self.archive.catalog.unindex_doc(docid)
+                    document_map.remove_docid(docid)
+
+    def _live_at(self, path):
+        """The message or thread stored at ``path``, or None (a tombstone, an alias, nothing)."""
+        try:
+            resource = find_resource(self.archive, path)
+        except KeyError:
+            return None
+        if isinstance(resource, (Message, Thread)) and resource_path(resource) == path:
+            container = resource.__parent__
+            if container is not None and container.data.get(resource.__name__) is resource:
+                return resource
+        return None
+
+    # --- catalog ------------------------------------------------------------
+
+    def check_catalog(self):
+        catalog, document_map = self.archive.catalog, self.archive.document_map
+        known = {name: index.docids() for name, index in catalog.items()}
+        seen = set()
+        for mailing_list in self.archive.lists.values():
+            for container in (mailing_list.messages, mailing_list.threads):
+                for resource in container.values():
+                    path = resource_path(resource)
+                    docid = document_map.docid_for_address(path)
+                    if docid is None:
+                        self.found("catalog", path, "not catalogued")
+                        if self.repair:
+                            seen.add(index_resource(self.archive, resource))
+                        continue
+                    seen.add(docid)
+                    problems = self._index_disagreements(catalog, known, docid, resource)
+                    if problems:
+                        self.found("catalog", path, "; ".join(problems))
+                        if self.repair:
+                            catalog.reindex_doc(docid, resource)
+        # Docids the indexes hold that name nothing in the document map.
+        strays = set()
+        for docids in known.values():
+            strays.update(docid for docid in docids if docid not in seen and docid not in strays)
+        for docid in sorted(strays):
+            path = document_map.address_for_docid(docid)
+            if path is not None and self._live_at(path) is not None:
+                continue
+            self.found("catalog", f"docid {docid}", "indexed, but names nothing live")
+            if self.repair:
+                catalog.unindex_doc(docid)
+
+    @staticmethod
+    def _index_disagreements(catalog, known, docid, resource):
+        problems = [f"missing from index {name!r}" for name, docids in known.items() if docid not in docids]
+        for name, index in catalog.items():
+            # Field indexes hold the value itself; their discriminators are
+            # cheap. Text and keyword indexes are checked for presence only.
+            if not isinstance(index, CatalogFieldIndex) or docid not in known[name]:
+                continue
+            discriminator = index.discriminator
+            if callable(discriminator):
+                want = discriminator(resource, _NONE)
+            else:
+                want = getattr(resource, discriminator, _NONE)
+            have = index._rev_index.get(docid, _NONE)
+            if have != want:
+                problems.append(f"index {name!r} holds {_shown(have)} instead of {_shown(want)}")
+        return problems
+
+
+_NONE = object()
+
+
+def _shown(value):
+    return "nothing" if value is _NONE else repr(value)
+
+
+def _thread_disagreements(thread, messages):
+    """What ``thread``'s records say that ``messages`` (those naming it) do not; [] when they agree."""
+    names = {message.__name__ for message in messages}
+    members = set(thread.members)
+    problems = []
+    if members != names:
+        if names - members:
+            problems.append(f"{len(names - members)} of its messages missing from its members")
+        if members - names:
+            problems.append(f"{len(members - names)} member(s) that are not its messages")
+    if len(thread) != len(names):
+        problems.append(f"count {len(thread)} instead of {len(names)}")
+    placed = [name for entries in thread.children.values() for _, name in entries]
+    if sorted(placed) != sorted(names):
+        problems.append("its reply tree does not hold each of its messages once")
+    months = collections.Counter(month_of(message.date) for message in messages)
+    if dict(months) != dict(thread.months):
+        problems.append("months disagree")
+    participants = collections.Counter(m.sender_address for m in messages if m.sender_address)
+    if dict(participants) != dict(thread.participants):
+        problems.append("participants disagree")
+    last = max(message.date for message in messages)
+    if thread.last_date != last:
+        problems.append(f"last date {thread.last_date} instead of {last}")
+    return problems
+
+
+def check_archive(archive, registry=None, repair=False):
+    """``(findings, counts)``: every disagreement found (mended when ``repair``), and what was checked.
+
+    With ``repair`` the caller commits; nothing here does.
+    """
+    checker = Checker(archive, registry, repair)
+    findings = checker.run()
+    return findings, checker.counts

@@ -1,0 +1,194 @@
+"""``kittypyr check CONFIG [--repair]``: each kind of damage is found, mended, and the pages are right again."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr import moderation
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.msgid import message_id_hash
+from kittypyr.resources import Message
+from kittypyr.resources.deleted import Tombstone
+from kittypyr.security import User
+from kittypyr.stats import activity_of
+from tests.functional import kittypyr, write_config
+from tests.mailbuilder import attachment, make_message, multipart, text_part
+from tests.test_app import make_app
+
+LIST = "dev@lists.example.org"
+START = datetime(2021, 5, 3, 8, 0, tzinfo=timezone.utc)
+
+
+def h(n):
+    return message_id_hash(f"<chk{n}@example.org>")
+
+
+def build(folder):
+    """Two threads (0-2 with an attachment on 1; 3-4) and a deleted message 5; return the closed app."""
+    app = make_app(folder)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for n in range(6):
+            starter = 0 if n < 3 else 3
+            body = f"Message number {n} about zeppelins.\n"
+            if n == 1:
+                body = multipart("mixed", text_part(body), attachment(b"a,b\n", "text/csv", "data.csv"))
+            archive_message(mailing_list, make_message(
+                message_id=f"<chk{n}@example.org>",
+                subject="Zeppelins" if n == starter else "Re: Zeppelins",
+                sender=(f"Person {n}", f"person{n}@example.org"),
+                date=START + timedelta(days=n),
+                in_reply_to=None if n == starter else f"<chk{n - 1}@example.org>",
+                body=body), registry=app.registry)
+        moderation.delete_messages(mailing_list, [h(5)], User("mod@example.org", "Mod"), registry=app.registry)
+        transaction.commit()
+    app.registry._zodb_databases[""].close()
+    return app
+
+
+def damage(folder, harm):
+    """Open the storage and apply ``harm(archive, mailing_list)`` behind the subscribers' back."""
+    app = make_app(folder)
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        harm(archive, archive.lists[LIST])
+        transaction.commit()
+    app.registry._zodb_databases[""].close()
+
+
+def docid_of(archive, resource_path):
+    return archive.document_map.docid_for_address(resource_path)
+
+
+def unindex_message(archive, mailing_list):
+    archive.catalog.unindex_doc(docid_of(archive, f"/list/{LIST}/message/{h(1)}"))
+
+
+def forget_message(archive, mailing_list):
+    docid = docid_of(archive, f"/list/{LIST}/message/{h(2)}")
+    archive.catalog.unindex_doc(docid)
+    archive.document_map.remove_docid(docid)
+
+
+def wrong_sender(archive, mailing_list):
+    impostor = Message.__new__(Message)
+    impostor.sender_address = "impostor@example.org"
+    archive.catalog["sender"].index_doc(docid_of(archive, f"/list/{LIST}/message/{h(0)}"), impostor)
+
+
+def broken_document_map(archive, mailing_list):
+    del archive.document_map.address_to_docid[f"/list/{LIST}/message/{h(3)}"]
+    archive.document_map.add(f"/list/{LIST}/message/NOSUCHMESSAGE")
+
+
+def lost_member(archive, mailing_list):
+    thread = mailing_list.threads[h(0)]
+    thread.members.remove(h(2))
+    thread._count += 3
+
+
+def wrong_aggregates(archive, mailing_list):
+    activity = activity_of(mailing_list)
+    activity.per_day[(START + timedelta(days=4)).date().isoformat()] += 5
+    del activity.participants["person3@example.org"]
+    mailing_list.attachment_count.change(2)
+
+
+def live_tombstones(archive, mailing_list):
+    mailing_list.messages.tombstones[h(4)] = Tombstone()
+    mailing_list.threads.tombstones[h(0)] = Tombstone()
+
+
+DAMAGE = {
+    "a message missing from the catalog": (unindex_message, f"catalog: /list/{LIST}/message/{h(1)}: missing"),
+    "a message unknown to the catalog": (forget_message, f"catalog: /list/{LIST}/message/{h(2)}: not catalogued"),
+    "a wrong value in an index": (wrong_sender, "index 'sender' holds 'impostor@example.org' instead of "
+                                                "'person0@example.org'"),
+    "a document map out of step": (broken_document_map, "has no way back from its path"),
+    "a dangling document": (broken_document_map, "NOSUCHMESSAGE: docid"),
+    "a thread's member set": (lost_member, "1 of its messages missing from its members; count 6 instead of 3"),
+    "a list's aggregates": (wrong_aggregates, "per_day differs at 1 key(s)"),
+    "a list's attachment count": (wrong_aggregates, "attachment count 3 instead of 1"),
+    "a deleted message still present": (live_tombstones, f"{h(4)}: deleted, yet still in the archive"),
+    "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
+}
+
+
+@pytest.fixture
+def site(tmp_path):
+    build(tmp_path)
+    config = write_config(tmp_path, uri=f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs")
+    return tmp_path, config
+
+
+def test_a_healthy_archive_passes(site):
+    folder, config = site
+    result = kittypyr("check", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 lists, 5 messages, 2 threads checked: everything agrees" in result.stdout
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+def test_damage_is_found_and_repaired(site, kind):
+    folder, config = site
+    harm, expected = DAMAGE[kind]
+    damage(folder, harm)
+
+    found = kittypyr("check", config)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert expected in found.stdout
+    assert "--repair` mends them" in found.stdout
+
+    repaired = kittypyr("check", config, "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert [line for line in repaired.stdout.splitlines() if expected in line][0].endswith("(repaired)")
+
+    again = kittypyr("check", config)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "everything agrees" in again.stdout
+
+
+def read(folder, *paths):
+    app = make_app(folder)
+    try:
+        browser = TestApp(app)
+        return [browser.get(path, status="*") for path in paths]
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_after_repair_search_threads_and_figures_are_right_again(site):
+    folder, config = site
+    for harm in (unindex_message, forget_message, lost_member, wrong_aggregates):
+        damage(folder, harm)
+    search, thread = read(folder, "/api/search?q=zeppelins", f"/api/list/{LIST}/thread/{h(0)}/")
+    assert search.json["count"] == 3
+    assert thread.json["messages"] == 6
+
+    assert kittypyr("check", config, "--repair").returncode == 0
+    search, thread = read(folder, "/api/search?q=zeppelins", f"/api/list/{LIST}/thread/{h(0)}/")
+    assert search.json["count"] == 5
+    assert thread.json["messages"] == 3
+    assert [email["hash"] for email in thread.json["emails"]["results"]] == [h(0), h(1), h(2)]
+
+
+def test_a_deleted_message_left_behind_is_deleted_on_repair(site):
+    folder, config = site
+    damage(folder, live_tombstones)
+    repaired = kittypyr("check", config, "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    message, thread, other = read(folder, f"/list/{LIST}/message/{h(4)}/", f"/list/{LIST}/thread/{h(0)}/",
+                                  f"/api/list/{LIST}/thread/{h(3)}/")
+    assert message.status_code == 410
+    assert thread.status_code == 200 and "Zeppelins" in thread.text
+    assert other.json["messages"] == 1
+    app = make_app(folder)
+    with prepare(registry=app.registry) as env:
+        entries = list(env["root"].audit_log.entries.values())
+        transaction.abort()
+    app.registry._zodb_databases[""].close()
+    assert entries[-1].actor == "kittypyr-check"
+    assert entries[-1].messages[0][1] == h(4)

@@ -110,7 +110,7 @@ def _is_local_char(char):
     return char.isalnum() or char in "_.+-"
 
 
-def render_body(text, fold_patches=None):
+def render_body(text, fold_patches=None, diff_url=None, patch_anchors=False):
     """Return the display HTML of a decoded plain-text mail body.
 
     The result is one ``<div class="body">`` holding, in order, blocks of:
@@ -137,12 +137,60 @@ def render_body(text, fold_patches=None):
     is wrapped in ``<details class="patch-fold">`` (open or not) whose
     summary counts its files, added and deleted lines: on a thread page
     the commit message and diffstat of a patch read first, without a
-    script, and the diff is one click away.
+    script, and the diff is one click away. With ``diff_url`` too (the
+    path of the message's page, ending in "/"), a closed fold holds no
+    diff, only a link to ``diff_url#diff-N`` and, for the script to
+    load the diff in place, ``data-diff="diff_urldiff/N"``: a patch series
+    is then a page of commit messages, not megabytes of diffs.
+    ``patch_anchors`` gives the N-th ``pre.patch`` the id ``diff-N``
+    (N counts from 1) for those links to land on.
 
     Runs in time linear in the length of ``text``.
     """
     if not text:
         return Markup('<div class="body"></div>')
+    blocks, signature = _blocks(text)
+    parts = ['<div class="body">']
+    patches = 0
+    for block in blocks:
+        kind = block[0]
+        if kind == "text":
+            parts.append(_pre("text", _inline("\n".join(block[1]))))
+        elif kind == "quote":
+            parts.append(_quote(block[1], block[2]))
+        else:
+            patches += 1
+            anchor = f"diff-{patches}" if patch_anchors else None
+            if fold_patches == "closed" and diff_url:
+                parts.append(_linked_patch_html(block[1], diff_url, patches))
+            elif fold_patches:
+                parts.append(_folded_patch_html(block[1], fold_patches == "open", anchor))
+            else:
+                parts.append(_patch_html(block[1], anchor))
+    if signature is not None:
+        while signature and not signature[-1].strip():
+            signature.pop()
+        parts.append(
+            '<div class="signature">'
+            + _pre("text", _inline("\n".join(signature)))
+            + "</div>"
+        )
+    parts.append("</div>")
+    return Markup("\n".join(parts))
+
+
+def patch_html(text, number):
+    """The ``pre.patch`` of the ``number``-th patch (from 1) in ``text``, or None when there is none."""
+    if not text:
+        return None
+    patches = [block for block in _blocks(text)[0] if block[0] == "patch"]
+    if not 1 <= number <= len(patches):
+        return None
+    return Markup(_patch_html(patches[number - 1][1]))
+
+
+def _blocks(text):
+    """``(blocks, signature lines or None)``: the body cut into text, quote and patch runs."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
@@ -170,28 +218,7 @@ def render_body(text, fold_patches=None):
         _add_line(blocks, line)
     if patch is not None:
         patch.finish(blocks)
-
-    parts = ['<div class="body">']
-    for block in _tidy(blocks):
-        kind = block[0]
-        if kind == "text":
-            parts.append(_pre("text", _inline("\n".join(block[1]))))
-        elif kind == "quote":
-            parts.append(_quote(block[1], block[2]))
-        elif fold_patches:
-            parts.append(_folded_patch_html(block[1], fold_patches == "open"))
-        else:
-            parts.append(_patch_html(block[1]))
-    if signature is not None:
-        while signature and not signature[-1].strip():
-            signature.pop()
-        parts.append(
-            '<div class="signature">'
-            + _pre("text", _inline("\n".join(signature)))
-            + "</div>"
-        )
-    parts.append("</div>")
-    return Markup("\n".join(parts))
+    return list(_tidy(blocks)), signature
 
 
 def _add_line(blocks, line):
@@ -285,7 +312,7 @@ def _quote(lines, depth):
     return html
 
 
-def _patch_html(lines):
+def _patch_html(lines, anchor=None):
     # One _inline call for the whole patch: URLs and addresses never span
     # a newline and escaping adds none, so the result splits back into the
     # same lines.
@@ -296,10 +323,13 @@ def _patch_html(lines):
             rendered.append(content)
         else:
             rendered.append(f'<span class="{css_class}">{content}</span>')
-    return _pre("patch", "\n".join(rendered))
+    html = _pre("patch", "\n".join(rendered))
+    if anchor:
+        html = f'<pre id="{anchor}"' + html[4:]
+    return html
 
 
-def _folded_patch_html(lines, is_open):
+def _diff_summary(lines):
     files = added = deleted = 0
     for css_class, line in lines:
         if css_class == "add":
@@ -311,11 +341,23 @@ def _folded_patch_html(lines, is_open):
     if not files:
         # A diff without file headers still changes one file.
         files = 1
-    summary = f"Diff: {files} file{'s' if files != 1 else ''}, +{added} \u2212{deleted}"
+    return f"Diff: {files} file{'s' if files != 1 else ''}, +{added} \u2212{deleted}"
+
+
+def _folded_patch_html(lines, is_open, anchor=None):
     return (
-        f'<details class="patch-fold"{" open" if is_open else ""}><summary>{summary}</summary>'
-        + _patch_html(lines)
+        f'<details class="patch-fold"{" open" if is_open else ""}><summary>{_diff_summary(lines)}</summary>'
+        + _patch_html(lines, anchor)
         + "</details>"
+    )
+
+
+def _linked_patch_html(lines, diff_url, number):
+    url = _escape(diff_url)
+    return (
+        f'<details class="patch-fold" data-diff="{url}diff/{number}"><summary>{_diff_summary(lines)}</summary>'
+        f'<p class="diff-link"><a href="{url}#diff-{number}">Read the diff on the message\'s page</a></p>'
+        "</details>"
     )
 
 

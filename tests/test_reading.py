@@ -143,8 +143,15 @@ def test_a_patch_shows_its_message_and_diffstat_with_the_diff_folded(browser):
     patch = article(page, "p1")
     folds = patch.select("details.patch-fold")
     assert len(folds) == 1 and not folds[0].has_attr("open")
-    assert folds[0].select_one("pre.patch") is not None
     assert "1 file, +2 −1" in folds[0].summary.text
+    # The diff itself is not in the page: a link leads to it (a script loads it in place).
+    assert folds[0].select_one("pre.patch") is None
+    assert folds[0].a["href"].endswith(message_url("p1") + "#diff-1")
+    fragment = browser.get(folds[0]["data-diff"])
+    assert fragment.content_type == "text/html"
+    assert fragment.html.select_one("pre.patch span.add").text == "+\tnew_flush();"
+    browser.get(message_url("p1") + "diff/2", status=404)
+    browser.get(message_url("cover") + "diff/1", status=404)
     shown = patch.select_one(".body").text.replace(folds[0].text, "")
     assert "The flush must happen before the TLB is written" in shown
     assert "arch/mips/mm/cache.c | 3 ++-" in shown
@@ -159,7 +166,7 @@ def test_expand_all_and_collapse_all_work_without_a_script(browser):
     expand = page.html.select_one("a.expand-all")
     assert expand is not None and page.html.select_one("a.collapse-all") is not None
     opened = browser.get(expand["href"])
-    assert all(d.has_attr("open") for d in opened.html.select("article details.patch-fold"))
+    assert all(d.has_attr("open") and d.select_one("pre.patch") for d in opened.html.select("article details.patch-fold"))
     assert len(opened.html.select("article details.patch-fold")) == 2
     collapsed = browser.get(opened.html.select_one("a.collapse-all")["href"])
     assert not any(d.has_attr("open") for d in collapsed.html.select("article details.patch-fold"))
@@ -200,7 +207,7 @@ def test_first_message_has_no_previous_and_shows_its_patch_open(browser):
     in_thread = page.html.select_one("nav.in-thread")
     assert in_thread.select_one("a[rel=prev]")["href"].endswith(message_url("cover"))
     assert page.html.select("article details.patch-fold") == []
-    assert page.html.select_one("article pre.patch") is not None
+    assert page.html.select_one("article pre.patch")["id"] == "diff-1"
     first = browser.get(message_url("cover"))
     assert first.html.select_one("nav.in-thread a[rel=prev]") is None
     assert first.html.select_one("dl.headers a.in-reply-to") is None

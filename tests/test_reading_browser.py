@@ -41,12 +41,16 @@ def test_the_outline_is_on_the_first_screen_and_diffs_open_on_demand(server, pag
     assert not diff.locator("pre.patch").is_visible()
     assert page.locator(f"#m-{h('p1')}").get_by_text("The flush must happen").is_visible()
     diff.locator("summary").click()
-    assert diff.locator("pre.patch").is_visible()
+    # Loaded in place, not followed.
+    diff.locator("pre.patch").wait_for()
+    assert diff.locator("pre.patch span.add").first.inner_text() == "+\tnew_flush();"
+    assert page.url == server + THREAD
 
     # Expand all and collapse all act in place when the script runs.
     page.click("a.expand-all")
     assert page.url == server + THREAD
     assert page.locator(".messages details.patch-fold[open]").count() == 2
+    page.locator(f"#m-{h('p2')} details.patch-fold pre.patch").wait_for()
     page.click("a.collapse-all")
     assert page.locator(".messages details.patch-fold[open]").count() == 0
 

@@ -32,6 +32,29 @@
     event.preventDefault();
   });
 
+  // A folded diff holds a link to the message's page; opened, it loads
+  // the diff itself in place of the link.
+  function loadDiff(fold) {
+    var link = fold.querySelector(".diff-link");
+    if (!link || fold.hasAttribute("data-loading") || !window.fetch) { return; }
+    fold.setAttribute("data-loading", "");
+    fetch(fold.getAttribute("data-diff"), {credentials: "same-origin"})
+      .then(function (response) {
+        if (!response.ok) { throw new Error(response.statusText); }
+        return response.text();
+      })
+      .then(function (html) {
+        // The fragment is the archive's own HTML, escaped where the page's is.
+        link.insertAdjacentHTML("afterend", html);
+        link.remove();
+      })
+      .catch(function () { fold.removeAttribute("data-loading"); });
+  }
+  document.addEventListener("toggle", function (event) {
+    var fold = event.target;
+    if (fold.matches && fold.matches("details.patch-fold[data-diff]") && fold.open) { loadDiff(fold); }
+  }, true);
+
   // A Message-ID is copied whole with one click (it is also selected whole
   // on a click without the script, by the stylesheet).
   if (navigator.clipboard) {

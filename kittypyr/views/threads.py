@@ -12,7 +12,7 @@ from kittypyr.htmlview import html_parts
 from kittypyr.originals import recipients
 from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
-from kittypyr.rendering import render_body
+from kittypyr.rendering import patch_html, render_body
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.browsing import ThreadAlias
 from kittypyr.views.community import annotate_messages, entries_fingerprint, thread_community
@@ -58,15 +58,17 @@ class RenderedBodies:
         self.entries = collections.OrderedDict()
         self.lock = threading.Lock()
 
-    def __call__(self, message, fold_patches=None):
-        key = (message._p_oid, message._p_serial, fold_patches) if message._p_oid is not None else None
+    def __call__(self, message, **options):
+        """The HTML of ``message``'s body; ``options`` are ``render_body``'s."""
+        key = ((message._p_oid, message._p_serial, tuple(sorted(options.items())))
+               if message._p_oid is not None else None)
         if key is not None:
             with self.lock:
                 html = self.entries.get(key)
                 if html is not None:
                     self.entries.move_to_end(key)
                     return html
-        html = render_body(shown_part(message.body_text), fold_patches=fold_patches)
+        html = render_body(shown_part(message.body_text), **options)
         if key is not None:
             with self.lock:
                 self.entries[key] = html
@@ -78,8 +80,8 @@ class RenderedBodies:
 rendered_body = RenderedBodies()
 
 
-def message_entry(message, depth=0, fold_patches=None):
-    """What a page shows of one message; ``fold_patches`` as for ``render_body``."""
+def message_entry(message, depth=0, **options):
+    """What a page shows of one message; ``options`` as for ``render_body``."""
     text = message.body_text or ""
     shown = len(shown_part(text))
     return {
@@ -90,7 +92,7 @@ def message_entry(message, depth=0, fold_patches=None):
         "avatar": avatar(message.sender_name, message.sender_address),
         "date": format_date(message.date),
         "iso_date": iso_date(message.date),
-        "body": rendered_body(message, fold_patches),
+        "body": rendered_body(message, **options),
         # The sizes in characters of what is shown and of the whole, when cut.
         "cut": {"shown": human_size(shown), "total": human_size(len(text))} if shown < len(text) else None,
         "attachments": [
@@ -112,14 +114,22 @@ class ThreadViews:
         flat = self.request.params.get("view") == "flat"
         # Diffs are folded, so that a patch series reads as its commit
         # messages; "expand all" is a link, so it works without a script.
+        # Folded, a diff is only a link (which the script follows in
+        # place): a long series is then a page of commit messages.
         expanded = self.request.params.get("expand") == "all"
         fold = "open" if expanded else "closed"
+        path = self.request.resource_path
+
+        def entry(message, depth=0):
+            return message_entry(message, depth, fold_patches=fold,
+                                 diff_url=None if expanded else path(message))
+
         messages = thread.mailing_list.messages
         if flat:
             members = sorted((messages[name] for name, _ in thread.walk()), key=lambda m: m.date)
-            entries = [message_entry(m, fold_patches=fold) for m in members]
+            entries = [entry(m) for m in members]
         else:
-            entries = [message_entry(messages[name], depth, fold) for name, depth in thread.walk()]
+            entries = [entry(messages[name], depth) for name, depth in thread.walk()]
         older, newer = neighbour_threads(thread)
         community = thread_community(self.request, thread, entries)
         set_validators(self.request, thread.last_date, thread.__name__, len(thread),
@@ -181,7 +191,7 @@ class MessageViews:
                 })
         answers = messages.get(message.parent) if message.parent else None
         older, newer = neighbour_threads(thread) if thread is not None else (None, None)
-        entry = annotate_messages(self.request, [message_entry(message)])[0]
+        entry = annotate_messages(self.request, [message_entry(message, patch_anchors=True)])[0]
         set_validators(self.request, message.date, message.__name__,
                        thread.__name__ if thread is not None else "", len(walked),
                        previous.__name__ if previous is not None else "",
@@ -206,6 +216,22 @@ class MessageViews:
             "outline": outline,
             "moderator": bool(self.request.has_permission("moderate", message)),
         }
+
+    @view_config(name="diff")
+    def diff(self):
+        """One diff of the message (``diff/N``, from 1) as an HTML fragment, for a folded diff to load."""
+        subpath = self.request.subpath
+        if len(subpath) != 1 or not subpath[0].isdigit() or len(subpath[0]) > 4:
+            raise HTTPNotFound()
+        html = patch_html(shown_part(self.context.body_text or ""), int(subpath[0]))
+        if html is None:
+            raise HTTPNotFound()
+        set_validators(self.request, self.context.date, self.context.__name__, self.context._p_serial, subpath[0])
+        response = self.request.response
+        response.content_type = "text/html"
+        response.charset = "utf-8"
+        response.text = str(html)
+        return response
 
     @view_config(name="raw")
     def raw(self):

@@ -16,6 +16,7 @@ PARTS = (
     "kittypyr.people",
     "kittypyr.votes",
     "kittypyr.tags",
+    "kittypyr.exports",
     "kittypyr.htmlview",
     "kittypyr.views",
 )

@@ -1,0 +1,417 @@
+"""mbox exports of the original bytes: a list, a date range, a month, a thread, a message, a search.
+
+Each message goes out exactly as it was received, in mboxrd form (RFC
+4155, with every line that reads ``>*From `` given one more ``>``, so that
+the quoting can be undone), gzip-compressed, streamed as it is read.
+
+The originals are stored gzip-compressed already (``Message.original``),
+and a gzip file may be a run of members (RFC 1952, 2.2): an original that
+needs no quoting goes out as its stored member, untouched, between small
+members holding the envelope lines. Nothing is decompressed or compressed
+again for it, which is what lets a whole list stream in about the time it
+takes to read its records. The ``mbox_care`` catalog index names the few
+messages that do need work (a line to quote, no final line end); it is
+declared here and filled, for an archive made before it, at the next start.
+
+Which messages an export holds is asked of the catalog (list, date, month,
+thread, a search's query): a deleted message has left it, and a private
+list's views are closed to anyone who may not read it.
+"""
+
+import re
+import struct
+import zlib
+from datetime import datetime, timezone
+from urllib.parse import unquote
+
+import transaction
+from pyramid.httpexceptions import HTTPBadRequest, HTTPNotFound
+from pyramid.response import Response
+from pyramid.traversal import find_resource, resource_path
+from pyramid.view import view_config
+from pyramid_zodbconn import get_connection
+from repoze.catalog.indexes.field import CatalogFieldIndex
+from repoze.catalog.query import Eq
+from zope.index.text.parsetree import ParseError
+
+from kittypyr.bootstrap import ROOT_KEY
+from kittypyr.resources import Archive, MailingList, Message, Thread
+from kittypyr.resources.browsing import Month
+from kittypyr.resources.message import CompressedOriginal
+from kittypyr.search import SearchLimits, date_query, message_query, visible_list_addresses
+
+SUFFIX = ".mbox.gz"
+
+# A line an mbox reader could take for an envelope, quoted or not.
+_FROM_LINE = re.compile(rb"^(>*From )", re.MULTILINE)
+_SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,100}")
+# An envelope sender is one printable ASCII word; anything else is written as MAILER-DAEMON.
+_ENVELOPE_SENDER = re.compile(r"[!-~]{1,254}")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+# Output is handed to the server in pieces of about this size.
+_CHUNK = 256 * 1024
+# Every so many messages the streaming connection's cache is trimmed, so
+# memory stays flat however long the list.
+_TRIM_EVERY = 500
+
+
+# --- mboxrd ------------------------------------------------------------------
+
+
+def envelope_line(message):
+    """The ``From `` line that starts ``message`` in an mbox: its sender and date in asctime form (UTC).
+
+    A date outside four-digit years is written as the epoch, which mbox
+    readers (kittypyr's own among them) take for "no date".
+    """
+    sender = message.sender_address or ""
+    if not _ENVELOPE_SENDER.fullmatch(sender):
+        sender = "MAILER-DAEMON"
+    moment = message.date.astimezone(timezone.utc)
+    if not 1000 <= moment.year <= 9999:
+        moment = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (
+        f"From {sender} {_WEEKDAYS[moment.weekday()]} {_MONTHS[moment.month - 1]} {moment.day:2d} "
+        f"{moment:%H:%M:%S} {moment.year}\n"
+    ).encode("ascii")
+
+
+def quoted(raw):
+    """``raw`` with one more ``>`` before every line that reads ``>*From `` (mboxrd)."""
+    if b"From " not in raw:
+        return raw
+    return _FROM_LINE.sub(rb">\1", raw)
+
+
+def needs_care(raw):
+    """Whether the bytes ``raw`` cannot go into an mbox as they are: a line to quote, or no final line end."""
+    return not raw.endswith(b"\n") or (b"From " in raw and _FROM_LINE.search(raw) is not None)
+
+
+def _stored_gzip(original):
+    """The stored gzip bytes of an original (a record of its own, or a blob file)."""
+    if isinstance(original, CompressedOriginal):
+        return original.data
+    with original.open("r") as f:
+        return f.read()
+
+
+def get_mbox_care(obj, default):
+    """True for a message whose stored original cannot be passed on as it is in an mbox.
+
+    That is a line to quote, a missing final line end, or stored bytes that
+    are not exactly one gzip member. Every other message is left out of the
+    index, which so holds the few that need work.
+    """
+    if not isinstance(obj, Message):
+        return default
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    try:
+        raw = inflater.decompress(_stored_gzip(obj.original))
+    except zlib.error:
+        return True
+    if needs_care(raw) or not inflater.eof or inflater.unused_data:
+        return True
+    return default
+
+
+def make_care_index():
+    index = CatalogFieldIndex(get_mbox_care)
+    # Nearly every document is not in this index: the set of those is a
+    # tree, not one record rewritten whole by every commit (as the
+    # catalog's own indexes have it).
+    index._not_indexed = index.family.IF.TreeSet()
+    return index
+
+
+def _gzip_member(data):
+    """``data`` as a gzip member of stored (uncompressed) deflate blocks.
+
+    For the envelope lines between messages: a few dozen bytes, for which
+    setting up a compressor would cost more than it saves.
+    """
+    parts = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"]
+    for start in range(0, max(len(data), 1), 0xFFFF):
+        block = data[start : start + 0xFFFF]
+        final = start + 0xFFFF >= len(data)
+        parts.append(struct.pack("<BHH", 1 if final else 0, len(block), len(block) ^ 0xFFFF))
+        parts.append(block)
+    parts.append(struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF))
+    return b"".join(parts)
+
+
+class MboxWriter:
+    """Builds a gzip-compressed mbox from messages; ``take()`` hands over what is ready.
+
+    Text between stored originals is kept until the next original (or the
+    end) and then written as one member.
+    """
+
+    def __init__(self):
+        self.ready = []
+        self.ready_size = 0
+        self.pending = []
+
+    def _out(self, data):
+        self.ready.append(data)
+        self.ready_size += len(data)
+
+    def _flush_pending(self):
+        if self.pending:
+            self._out(_gzip_member(b"".join(self.pending)))
+            self.pending = []
+
+    def add(self, message, careful):
+        """Append ``message``; ``careful``: whether it must be decompressed and quoted (see ``get_mbox_care``)."""
+        self.pending.append(envelope_line(message))
+        original = message.original
+        if careful:
+            raw = message.original_bytes()
+            self._flush_pending()
+            self._out(zlib.compress(quoted(raw) + (b"" if raw.endswith(b"\n") else b"\n"), 6,
+                                    zlib.MAX_WBITS | 16))
+        else:
+            self._flush_pending()
+            self._out(_stored_gzip(original))
+        # The empty line that ends a message in an mbox.
+        self.pending.append(b"\n")
+
+    def take(self, at_least=_CHUNK):
+        """The output ready so far, once there is ``at_least`` of it (else b"")."""
+        if self.ready_size < at_least:
+            return b""
+        data = b"".join(self.ready)
+        self.ready, self.ready_size = [], 0
+        return data
+
+    def finish(self):
+        self._flush_pending()
+        return self.take(0)
+
+
+# --- choosing the messages -----------------------------------------------
+
+
+def _message_at(archive, path, lists):
+    """The message at ``path`` (a document map path), or None when it is gone."""
+    parts = path.split("/")
+    if len(parts) == 5 and parts[1] == "list" and parts[3] == "message":
+        address = unquote(parts[2])
+        mailing_list = lists.get(address)
+        if mailing_list is None:
+            mailing_list = lists[address] = archive.lists.data.get(address)
+        if mailing_list is not None:
+            return mailing_list.messages.data.get(unquote(parts[4]))
+    try:
+        found = find_resource(archive, path)
+    except KeyError:
+        return None
+    return found if isinstance(found, Message) else None
+
+
+def export_docids(archive, query):
+    """The docids of the messages ``query`` finds, oldest first (a list of integers)."""
+    _, docids = archive.catalog.query(query, sort_index="date")
+    return list(docids)
+
+
+def stream_mbox(db, docids):
+    """Yield the gzip-compressed mbox of the messages ``docids`` name, in that order.
+
+    Reads through a connection of its own, opened when the first piece is
+    asked for: the request's connection is closed by then, as soon as the
+    view has answered. Messages deleted in between are left out.
+    """
+    manager = transaction.TransactionManager()
+    connection = db.open(transaction_manager=manager)
+    try:
+        archive = connection.root()[ROOT_KEY]
+        address_for = archive.document_map.address_for_docid
+        careful = archive.catalog["mbox_care"].applyEq(True)
+        writer = MboxWriter()
+        lists = {}
+        for count, docid in enumerate(docids, 1):
+            path = address_for(docid)
+            message = _message_at(archive, path, lists) if path is not None else None
+            if message is None:
+                continue
+            writer.add(message, docid in careful)
+            # Nothing is kept of a message once written.
+            original = message.original
+            message._p_deactivate()
+            if hasattr(original, "_p_deactivate"):
+                original._p_deactivate()
+            if count % _TRIM_EVERY == 0:
+                connection.cacheGC()
+            data = writer.take()
+            if data:
+                yield data
+        yield writer.finish()
+    finally:
+        manager.abort()
+        connection.close()
+
+
+def mbox_response(request, filename, docids):
+    """A response streaming the messages ``docids`` as ``filename``."""
+    response = Response(content_type="application/gzip")
+    response.content_disposition = f'attachment; filename="{filename}"'
+    if request.user is not None:
+        # The export may hold a private list's mail: no shared cache keeps it.
+        response.cache_control.private = True
+    response.vary = ("Cookie",)
+    response.app_iter = stream_mbox(get_connection(request).db(), docids)
+    return response
+
+
+def _day(request, name):
+    given = request.params.get(name, "").strip()
+    if not given:
+        return None
+    try:
+        if not _DAY.fullmatch(given):
+            raise ValueError(given)
+        return datetime.strptime(given, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise HTTPBadRequest(f"{name} must be a day written YYYY-MM-DD") from None
+
+
+def _thread_named(mailing_list, key):
+    """The live thread ``key`` names: a thread key, an old one merged since, or any of its messages' hashes."""
+    thread = mailing_list.threads.live(key)
+    if thread is None:
+        message = mailing_list.messages.data.get(key)
+        if message is not None:
+            thread = mailing_list.threads.live(message.thread)
+    if thread is None:
+        raise HTTPNotFound()
+    return thread
+
+
+def _docid_of(archive, resource):
+    docid = archive.document_map.docid_for_address(resource_path(resource))
+    return [] if docid is None else [docid]
+
+
+def _list_query(mailing_list):
+    return Eq("kind", "message") & Eq("list", mailing_list.address)
+
+
+def _epoch_bounds():
+    return datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 1, 1, tzinfo=timezone.utc)
+
+
+# --- views ----------------------------------------------------------------------
+
+
+@view_config(context=MailingList, name="export")
+def export_list(context, request):
+    """``/list/<address>/export/<name>.mbox.gz?start=&end=&thread=&message=``, as HyperKitty has it.
+
+    ``start`` is the first day included and ``end`` the first day left out
+    (YYYY-MM-DD, UTC); ``thread`` a thread's key (or any of its messages'
+    hashes); ``message`` one message's hash, which alone is exported then.
+    """
+    if len(request.subpath) != 1 or not request.subpath[0].endswith(SUFFIX):
+        raise HTTPNotFound()
+    name = request.subpath[0]
+    filename = name if _SAFE_FILENAME.fullmatch(name) else "export" + SUFFIX
+    archive = request.root
+    message_hash = request.params.get("message", "").strip()
+    if message_hash:
+        message = context.messages.data.get(message_hash)
+        if message is None:
+            raise HTTPNotFound()
+        return mbox_response(request, filename, _docid_of(archive, message))
+    query = _list_query(context)
+    thread_key = request.params.get("thread", "").strip()
+    if thread_key:
+        query &= Eq("thread", _thread_named(context, thread_key).__name__)
+    start, end = _day(request, "start"), _day(request, "end")
+    if start is not None or end is not None:
+        dates = date_query(start, end, *_epoch_bounds())
+        if dates is None:
+            return mbox_response(request, filename, [])
+        query &= dates
+    return mbox_response(request, filename, export_docids(archive, query))
+
+
+@view_config(context=Thread, name="t.mbox.gz")
+def export_thread(context, request):
+    """``/list/<address>/thread/<key>/t.mbox.gz``: the thread's messages, oldest first."""
+    mailing_list = context.mailing_list
+    query = _list_query(mailing_list) & Eq("thread", context.__name__)
+    filename = f"{mailing_list.address.split('@')[0]}-{context.__name__}{SUFFIX}"
+    if not _SAFE_FILENAME.fullmatch(filename):
+        filename = f"{context.__name__}{SUFFIX}"
+    return mbox_response(request, filename, export_docids(request.root, query))
+
+
+@view_config(context=Archive, name="search.mbox.gz")
+def export_search(context, request):
+    """``/search.mbox.gz?q=&mlist=``: what the search finds, in the lists the reader may see, oldest first."""
+    text = request.params.get("q", "").strip()
+    docids = []
+    if text:
+        asked = message_query(context, text, visible_list_addresses(request),
+                              mlist=request.params.get("mlist") or None,
+                              limits=SearchLimits.from_settings(request.registry.settings))
+        if asked.catalog_query is not None:
+            try:
+                docids = export_docids(context, asked.catalog_query)
+            except ParseError as exc:
+                raise HTTPBadRequest(f"The words could not be searched ({exc}).") from None
+    return mbox_response(request, "search" + SUFFIX, docids)
+
+
+# --- links on pages ---------------------------------------------------------------
+
+
+def month_export_url(request, month):
+    """The export of a month's messages, named and ranged as HyperKitty links them."""
+    mailing_list = month.mailing_list
+    following = (month.year + (month.month == 12), month.month % 12 + 1)
+    name = f"{mailing_list.address.split('@')[0]}-{month.key}{SUFFIX}"
+    return request.resource_url(mailing_list, "export", name, query=(
+        ("start", f"{month.key}-01"), ("end", f"{following[0]:04d}-{following[1]:02d}-01")))
+
+
+def mbox_links(request):
+    """``[(label, url)]``: the mbox downloads of the page's resource, for its template to show."""
+    context = getattr(request, "context", None)
+    if isinstance(context, Archive):
+        if request.view_name == "search" and request.params.get("q", "").strip():
+            query = [("q", request.params["q"])]
+            if request.params.get("mlist"):
+                query.append(("mlist", request.params["mlist"]))
+            return [("Download these results (mbox)", request.resource_url(context, "search.mbox.gz",
+                                                                            query=query))]
+        return []
+    if isinstance(context, (MailingList, Month, Thread, Message)):
+        mailing_list = context if isinstance(context, MailingList) else context.mailing_list
+        if request.view_name or not request.has_permission("view", mailing_list):
+            return []
+        if isinstance(context, MailingList):
+            name = f"{mailing_list.address.split('@')[0]}{SUFFIX}"
+            return [("Download the whole archive (mbox)", request.resource_url(mailing_list, "export", name))]
+        if isinstance(context, Month):
+            return [("Download this month (mbox)", month_export_url(request, context))]
+        if isinstance(context, Thread):
+            return [("Download this thread (mbox)", request.resource_url(context, "t.mbox.gz"))]
+        links = [("Download this message (mbox)", request.resource_url(
+            mailing_list, "export", f"{context.__name__}{SUFFIX}", query={"message": context.__name__}))]
+        thread = mailing_list.threads.data.get(context.thread)
+        if thread is not None:
+            links.append(("Download its thread (mbox)", request.resource_url(thread, "t.mbox.gz")))
+        return links
+    return []
+
+
+def includeme(config):
+    config.add_catalog_index("mbox_care", make_care_index)
+    config.add_request_method(mbox_links, "mbox_links", reify=True)
+    config.scan(__name__)

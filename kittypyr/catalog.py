@@ -17,14 +17,16 @@ from pyramid.traversal import find_resource, find_root, resource_path
 from repoze.catalog.catalog import Catalog
 from repoze.catalog.document import DocumentMap
 from repoze.catalog.indexes.field import CatalogFieldIndex
+from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from repoze.catalog.indexes.text import CatalogTextIndex
 from ZODB.broken import Broken
 
 from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
+from kittypyr.fulltext import FullTextIndex, zoned_text_of
 from kittypyr.lexicon import Lexicon, OkapiIndex
-from kittypyr.mail import searchable_text
 from kittypyr.resources import Archive, Message, Thread
 from kittypyr.resources.thread import month_of
+from kittypyr.zones import file_keys
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +99,32 @@ def get_has_attachment(obj, default):
 
 
 def get_text(obj, default):
-    """Subject, sender name and the author's own words (no quotes, no patches)."""
+    """Every word a reader sees of a message, by zone (see ``kittypyr.zones``)."""
     if isinstance(obj, Message):
-        # The text computed while parsing, when the message was just stored.
-        words = getattr(obj, "_v_searchable_text", None)
-        if words is None:
-            words = searchable_text(obj.body_text)
-        text = " ".join((obj.subject, obj.sender_name, words))
-        # Split into words by the parser process, when it made this text.
-        prepared = getattr(obj, "_v_prepared_text", None)
-        if prepared is not None and prepared == text:
-            return prepared
-        return text
+        return zoned_text_of(obj)
+    return default
+
+
+def get_files(obj, default):
+    """The ``file:`` keys of the paths a message's patches touch: path, folders, name."""
+    if isinstance(obj, Message):
+        keys = file_keys(zoned_text_of(obj).paths)
+        if keys:
+            return keys
+    return default
+
+
+def get_is(obj, default):
+    """What ``is:`` finds a message as: ``patch``, ``reply``, ``first`` (it answers none archived)."""
+    if isinstance(obj, Message):
+        kinds = []
+        if zoned_text_of(obj).has_patch:
+            kinds.append("patch")
+        if obj.in_reply_to or obj.references:
+            kinds.append("reply")
+        if obj.parent is None:
+            kinds.append("first")
+        return kinds or default
     return default
 
 
@@ -201,10 +217,26 @@ def _unindexed_as_tree(index):
     return index
 
 
-def make_text_index(discriminator=get_text):
+def make_text_index(discriminator=get_text, index_class=OkapiIndex):
     """A full-text index with kittypyr's compact lexicon and postings."""
     lexicon = Lexicon()
-    return _unindexed_as_tree(CatalogTextIndex(discriminator, lexicon=lexicon, index=OkapiIndex(lexicon)))
+    return _unindexed_as_tree(CatalogTextIndex(discriminator, lexicon=lexicon, index=index_class(lexicon)))
+
+
+def make_message_text_index():
+    """The index of every word of every message, by zone (``kittypyr.fulltext``)."""
+    return make_text_index(get_text, FullTextIndex)
+
+
+# An archive made before the text index held every zone has an index of
+# that name that is not current: it is made again and filled at start-up.
+make_message_text_index.is_current = lambda index: isinstance(getattr(index, "index", None), FullTextIndex)
+
+
+def _stale(catalog, factories):
+    """Names of declared indexes the catalog holds in a form their factory no longer makes."""
+    return sorted(name for name, factory in factories.items()
+                  if name in catalog and not getattr(factory, "is_current", lambda index: True)(catalog[name]))
 
 
 def _field(discriminator, factory=CatalogFieldIndex):
@@ -223,7 +255,9 @@ def default_index_factories():
         "sender": _field(get_sender),
         "thread": _field(get_thread),
         "has_attachment": _field(get_has_attachment),
-        "text": make_text_index,
+        "text": make_message_text_index,
+        "file": _field(get_files, CatalogKeywordIndex),
+        "is": _field(get_is, CatalogKeywordIndex),
     }
 
 
@@ -247,6 +281,9 @@ def sync_catalog(archive, registry):
     for name in set(catalog.keys()) - set(factories):
         log.info("dropping catalog index %r: no longer declared", name)
         del catalog[name]
+    for name in _stale(catalog, factories):
+        log.info("rebuilding catalog index %r: made by an older kittypyr", name)
+        del catalog[name]
     added = sorted(set(factories) - set(catalog.keys()))
     for name in added:
         catalog[name] = index = factories[name]()
@@ -258,9 +295,10 @@ def sync_catalog(archive, registry):
 
 
 def catalog_is_in_sync(archive, registry):
-    return archive.catalog is not None and set(archive.catalog.keys()) == set(
-        declared_index_factories(registry)
-    )
+    if archive.catalog is None:
+        return False
+    factories = declared_index_factories(registry)
+    return set(archive.catalog.keys()) == set(factories) and not _stale(archive.catalog, factories)
 
 
 def _catalog_of(resource):
@@ -322,10 +360,20 @@ def on_will_be_removed(event):
             unindex_resource(archive, resource)
 
 
+# Indexes that read what another one does: a message moved under a new
+# parent ("thread") may stop or start being a first message ("is").
+_FOLLOWING_INDEXES = {"thread": ("is",)}
+
+
 def on_modified(event):
     archive = _catalog_of(event.object)
     if archive is not None and get_kind(event.object, None) is not None:
-        index_resource(archive, event.object, event.indexes)
+        indexes = event.indexes
+        if indexes is not None:
+            indexes = tuple(indexes) + tuple(
+                following for name in indexes for following in _FOLLOWING_INDEXES.get(name, ())
+                if following in archive.catalog)
+        index_resource(archive, event.object, indexes)
 
 
 def _resolve(archive, docid, path):

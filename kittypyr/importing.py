@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from ZODB.POSException import ConflictError
 
 from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
-from kittypyr.lexicon import prepare_text
+from kittypyr.fulltext import prepare_zoned
 from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.msgid import message_id_hash
 from kittypyr.resources.message import compress_original
+from kittypyr.zones import message_zones
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,8 @@ def _prepare_for_storing(mail):
         for message_id in (mail.message_id, mail.in_reply_to, *mail.references[-1:])
         if message_id
     }
-    mail.prepared_text = prepare_text(" ".join((mail.subject, mail.sender_name, mail.index_text)))
+    mail.prepared_text = prepare_zoned(message_zones(mail.subject, mail.sender_name, mail.body_text,
+                                                     mail.attachments))
 
 
 def read_sources(paths, report, log_errors=True):

@@ -19,24 +19,35 @@ in the same problem line.
 
 import calendar
 import html
+import itertools
+import logging
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
+import numpy as np
 from markupsafe import Markup
 from pyramid.traversal import find_resource, find_root
-from repoze.catalog.query import Any, Contains, DoesNotContain, Eq, InRange
-from zope.index.text.parsetree import ParseError
+from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
+from kittypyr.fulltext import FullText, Scored, restricted, top
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
+from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED, message_zones
 
-FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before")
+FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before", "file", "is",
+          "quoted", "own", "patch", "added", "removed")
+# Fields that search words in one zone of the text (see kittypyr.zones).
+ZONE_FIELDS = {"quoted": QUOTED, "own": OWN, "patch": PATCH, "added": ADDED, "removed": REMOVED}
+KINDS = ("patch", "reply", "first")
 SORTS = ("relevance", "date-desc", "date-asc")
+GROUPS = ("message", "thread")
+
+log = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r'(-?)(?:(\w+):)?("[^"]*"?|\S+)')
 _DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
@@ -78,6 +89,23 @@ class SearchLimits:
 DEFAULT_LIMITS = SearchLimits()
 
 
+class Term(str):
+    """A word or ``"phrase"`` of a query (as the text index's own parser reads it), in ``zones``.
+
+    ``zones`` 0 is anywhere; otherwise a mask of kittypyr.zones flags.
+    """
+
+    words = ()
+    zones = 0
+
+    @classmethod
+    def of(cls, words, zones=0):
+        term = cls(words[0] if len(words) == 1 else '"' + " ".join(words) + '"')
+        term.words = tuple(words)
+        term.zones = zones
+        return term
+
+
 @dataclass
 class ParsedSearch:
     """The understood parts of a query string."""
@@ -89,6 +117,8 @@ class ParsedSearch:
     lists: list = field(default_factory=list)
     tags: list = field(default_factory=list)
     has_attachment: bool = False
+    files: list = field(default_factory=list)  # file: keys
+    kinds: list = field(default_factory=list)  # is: values
     start: datetime = None
     end: datetime = None  # exclusive
     problems: list = field(default_factory=list)
@@ -98,17 +128,81 @@ class ParsedSearch:
         words = []
         for group in self.groups:
             for term in group:
-                words.extend(_WORD_CHARS.findall(term))
+                words.extend(getattr(term, "words", ()) or _WORD_CHARS.findall(term))
         for term in self.subject:
             words.extend(_WORD_CHARS.findall(term))
         return [w.lower() for w in words if len(w) > 1]
 
 
-def _date_bounds(text):
-    """``(first moment, moment after the last)`` of a year, month or day, or None."""
+def _file_key(value):
+    """The ``file`` index key a ``file:`` value asks for: a path, a folder (ending in /) or a name."""
+    value = value.strip().lower()
+    if value.startswith(("a/", "b/")):
+        value = value[2:]
+    value = value.lstrip("./")
+    return value or None
+
+
+_AGO = re.compile(r"^(\d{1,4})([dwmy])$")
+_NAMED_DAYS = {"today": 0, "yesterday": 1}
+_NAMED_SPANS = ("week", "month", "year")
+
+
+def _day_start(moment):
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _months_back(day, months):
+    """The same day ``months`` months before ``day`` (the month's last day when shorter)."""
+    total = day.year * 12 + day.month - 1 - months
+    year, month = divmod(total, 12)
+    month += 1
+    return day.replace(year=year, month=month, day=min(day.day, calendar.monthrange(year, month)[1]))
+
+
+def _relative_bounds(text, now):
+    """Bounds of ``2w``, ``3d``, ``6m``, ``1y`` (that day), ``today``, ``yesterday``,
+    ``last-week|month|year`` and ``this-week|month|year``, relative to ``now``; or None."""
+    today = _day_start(now)
+    one_day = timedelta(days=1)
+    if text in _NAMED_DAYS:
+        start = today - _NAMED_DAYS[text] * one_day
+        return start, start + one_day
+    match = _AGO.match(text)
+    if match:
+        count, unit = int(match.group(1)), match.group(2)
+        if unit in "dw":
+            start = today - timedelta(days=count * (7 if unit == "w" else 1))
+        else:
+            start = _months_back(today, count * (12 if unit == "y" else 1))
+        return start, start + one_day
+    which, _, span = text.partition("-")
+    if which not in ("last", "this") or span not in _NAMED_SPANS:
+        return None
+    if span == "week":
+        start = today - timedelta(days=today.weekday())
+        if which == "last":
+            return start - 7 * one_day, start
+        return start, start + 7 * one_day
+    if span == "month":
+        start = today.replace(day=1)
+        if which == "last":
+            return _months_back(start, 1), start
+        return start, _months_back(start, -1)
+    start = today.replace(month=1, day=1)
+    if which == "last":
+        return start.replace(year=start.year - 1), start
+    return start, start.replace(year=start.year + 1)
+
+
+def _date_bounds(text, now=None):
+    """``(first moment, moment after the last)`` of a year, month or day, or None.
+
+    Relative forms (``2w``, ``yesterday``, ``last-month``...) count from ``now``.
+    """
     match = _DATE.match(text)
     if not match:
-        return None
+        return _relative_bounds(text.lower(), now or datetime.now(timezone.utc))
     year, month, day = (int(g) if g else None for g in match.groups())
     try:
         if day is not None:
@@ -123,8 +217,8 @@ def _date_bounds(text):
         return None
 
 
-def _quoted(term, parsed, limits):
-    """A word or phrase as the text index's own parser reads it literally, cut to the limit."""
+def _quoted(term, parsed, limits, zones=0):
+    """A word or phrase as a ``Term``, cut to the limit; None if it has no word."""
     words = _WORD_CHARS.findall(term)
     if not words:
         return None
@@ -132,7 +226,7 @@ def _quoted(term, parsed, limits):
         _tell(parsed, f"A phrase may have up to {limits.max_phrase_words} words: only the first "
                       f"{limits.max_phrase_words} words of “{' '.join(words[:3])} …” were searched.")
         words = words[: limits.max_phrase_words]
-    return words[0] if len(words) == 1 else '"' + " ".join(words) + '"'
+    return Term.of(words, zones)
 
 
 def _tell(parsed, problem):
@@ -161,7 +255,8 @@ def parse_search(query, limits=DEFAULT_LIMITS):
         if name is None and value == "OR" and not negative:
             pending_or = bool(parsed.groups)
             continue
-        joins_or = pending_or and name is None and not negative
+        zones = ZONE_FIELDS.get((name or "").lower(), 0)
+        joins_or = pending_or and (name is None or zones) and not negative
         if joins_or and len(parsed.groups[-1]) >= limits.max_or_branches:
             # A long OR is cut, not the words after it: they still narrow.
             _tell(parsed, f"Only the first {limits.max_or_branches} alternatives of an OR were searched.")
@@ -177,8 +272,8 @@ def parse_search(query, limits=DEFAULT_LIMITS):
             if name not in FIELDS:
                 parsed.problems.append(f"Unknown field “{name}:” — searched as words.")
                 value, name = f"{name} {value}", None
-        if name is None:
-            term = _quoted(value, parsed, limits)
+        if name is None or zones:
+            term = _quoted(value, parsed, limits, zones)
             if term is None:
                 continue
             if negative:
@@ -219,14 +314,30 @@ def _parse_field(parsed, name, value, limits):
         start = _date_bounds(first) if first else None
         end = _date_bounds(last or first) if (last or not _) else None
         if (first and start is None) or (last and end is None) or not (start or end):
-            parsed.problems.append(f"“date:{value}” is not a date range like 2019-01..2019-06.")
+            parsed.problems.append(f"“date:{value}” is not a date range like 2019-01..2019-06 "
+                                   "or last-month.")
             return
         parsed.start = start[0] if start else None
         parsed.end = end[1] if end else None
+        if not _ and _AGO.match(first.lower()):
+            # "date:2w": the last two weeks, up to now.
+            parsed.end = None
+    elif name == "file":
+        key = _file_key(value)
+        if key is None:
+            parsed.problems.append(f"“file:{value}” is not a file path.")
+        else:
+            parsed.files.append(key)
+    elif name == "is":
+        if value.lower() in KINDS:
+            parsed.kinds.append(value.lower())
+        else:
+            parsed.problems.append(f"“is:{value}” is not known; try is:patch, is:reply or is:first.")
     elif name in ("after", "before"):
         bounds = _date_bounds(value)
         if bounds is None:
-            parsed.problems.append(f"“{name}:{value}” is not a date like 2018-03-01, 2018-03 or 2018.")
+            parsed.problems.append(f"“{name}:{value}” is not a date like 2018-03-01, 2018-03, 2018, "
+                                   "2w, yesterday or last-month.")
         elif name == "after":
             parsed.start = bounds[0]
         else:
@@ -294,6 +405,7 @@ class SearchHit:
     message: object
     snippet: Markup
     score: float = 0.0
+    thread_matches: int = 1  # with group="thread": the thread's matching messages
 
 
 @dataclass
@@ -303,6 +415,9 @@ class SearchResults:
     hits: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     sort: str = "relevance"
+    group: str = "message"
+    threads: int = None  # with group="thread": threads matched
+    threads_estimated: bool = False
 
 
 @dataclass
@@ -316,6 +431,11 @@ class MessageQuery:
     problems: list = field(default_factory=list)
     has_text: bool = False
     highlight_words: list = field(default_factory=list)
+    # The same query in two parts, for the ranking: every condition but the
+    # words, and the words (a FullText, or None).
+    filters: object = None
+    text: object = None
+    scope: list = field(default_factory=list)
 
 
 def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMITS):
@@ -334,11 +454,6 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
         return found
     catalog_query = Eq("kind", "message") & Any("list", scope)
 
-    text = " AND ".join(
-        "(" + " OR ".join(group) + ")" if len(group) > 1 else group[0] for group in parsed.groups
-    )
-    if parsed.excluded:
-        text = (text + " " if text else "") + " ".join("NOT " + t for t in parsed.excluded)
     if parsed.subject:
         catalog_query &= Contains("subject", " AND ".join(parsed.subject))
     if parsed.senders:
@@ -365,53 +480,181 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
             return found
         catalog_query &= dates
 
-    if text and text.startswith("NOT "):
-        # The text index cannot start from a negation: exclude after the fact.
-        catalog_query &= _excluding(parsed.excluded)
-        text = ""
-    if text:
-        catalog_query &= Contains("text", text)
+    if parsed.files:
+        for key in parsed.files:
+            # "arch/mips" is a folder as well as a file name.
+            keys = [key] if key.endswith("/") or "/" not in key else [key, key + "/"]
+            catalog_query &= Any("file", keys)
+    for kind in parsed.kinds:
+        catalog_query &= Eq("is", kind)
+
+    found.scope = scope
+    found.filters = catalog_query
+    if parsed.groups or parsed.excluded:
+        found.text = FullText([[(t.words, t.zones) for t in group] for group in parsed.groups],
+                              [(t.words, t.zones) for t in parsed.excluded])
+        catalog_query &= found.text
     found.catalog_query = catalog_query
-    found.has_text = bool(text)
+    found.has_text = bool(parsed.groups)
     return found
 
 
 def run_search(archive, query, visible_lists, mlist=None, sort="relevance", start=0, size=20,
-               limits=DEFAULT_LIMITS):
+               limits=DEFAULT_LIMITS, group="message"):
     """Search the messages of ``visible_lists`` (addresses); return SearchResults.
 
     ``mlist`` narrows to one list (ignored unless visible). Results are the
     messages ``start`` to ``start + size`` in the chosen order; a ``start``
     past the last result gives the last ``size``-page. The query is read
-    within ``limits``.
+    within ``limits``. ``group="thread"`` gives one result per thread (its
+    best message, with how many of the thread's messages matched), paged
+    by threads.
     """
     asked = message_query(archive, query, visible_lists, mlist, limits)
     results = SearchResults(query=query, problems=asked.problems)
     if sort not in SORTS:
         results.problems.append(f"Unknown order “{sort}”; showing the best matches first.")
         sort = "relevance"
-    catalog_query = asked.catalog_query
-    if catalog_query is None:
+    if group not in GROUPS:
+        results.problems.append(f"Unknown grouping “{group}”; showing every message.")
+        group = "message"
+    results.group = group
+    if asked.catalog_query is None:
         return results
     if not asked.has_text and sort == "relevance":
         sort = "date-desc"
     results.sort = sort
-    try:
-        if sort == "relevance":
-            total, hits = _by_relevance(archive, catalog_query, start, size)
+    if asked.text is None:
+        if group == "thread":
+            scored = _as_scored(archive.catalog.query(asked.filters)[1])
         else:
-            total, found = search_page(archive, catalog_query, start, size, "date",
+            total, found = search_page(archive, asked.filters, start, size, "date",
                                        reverse=sort == "date-desc")
-            hits = [SearchHit(m, None) for m in found]
-    except ParseError as exc:
-        results.problems.append(f"The words could not be searched ({exc}); try fewer common words.")
-        return results
-    words = asked.highlight_words
-    for hit in hits:
-        hit.snippet = snippet(hit.message.body_text, words)
-    results.total = total
+            results.total = total
+            results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words)) for m in found]
+            return results
+    else:
+        scored = _matching(archive, asked)
+    results.total = len(scored)
+    if group == "thread":
+        docids, counts, results.threads, results.threads_estimated = _by_thread(
+            archive, scored, sort, start, size)
+    else:
+        docids = _ordered_page(archive, scored, sort, start, size)
+        counts = None
+    hits = []
+    score_of = dict(zip(scored.docids.tolist(), scored.scores.tolist())) if docids else {}
+    for at, docid in enumerate(docids):
+        message = _resource(archive, docid)
+        if message is None:
+            continue
+        hit = SearchHit(message, _snippet_of(message, asked.highlight_words), score_of.get(docid, 0.0))
+        if counts is not None:
+            hit.thread_matches = counts[at]
+        hits.append(hit)
     results.hits = hits
     return results
+
+
+def _as_scored(docids):
+    values = np.fromiter(docids, dtype=np.int64)
+    values.sort()
+    return Scored(values, np.zeros(len(values)))
+
+
+def _all_lists_in(archive, scope):
+    return set(scope) >= set(archive.lists.keys())
+
+
+def _matching(archive, asked):
+    """``Scored``: the messages ``asked`` finds, scored by the text index.
+
+    The other conditions are asked of the catalog once, as a set of docids
+    that the words' matches are cut to; when there are none (every list in
+    scope, no field) the words alone answer, since only messages are in the
+    text index.
+    """
+    catalog = archive.catalog
+    scored = asked.text.scored(catalog)
+    conditions = asked.filters
+    if _only_scope(conditions) and _all_lists_in(archive, asked.scope):
+        return scored
+    if not len(scored):
+        return scored
+    _, allowed = catalog.query(conditions)
+    return restricted(scored, _as_scored(allowed).docids)
+
+
+def _only_scope(query):
+    """Whether ``query`` is the bare ``kind`` and ``list`` filter that message_query starts from."""
+    children = list(query.iter_children()) if isinstance(query, And) else []
+    return len(children) == 2 and all(isinstance(child, (Eq, Any)) and child.index_name in ("kind", "list")
+                                      for child in children)
+
+
+def _date_of(archive):
+    return archive.catalog["date"]._rev_index.get
+
+
+def _ordered_page(archive, scored, sort, start, size):
+    """The docids of the page asked for, in the order asked."""
+    start = _last_page_start(start, size, len(scored))
+    if not len(scored):
+        return []
+    if sort == "relevance":
+        best = top(scored, start + size, _date_of(archive))
+        return [int(scored.docids[at]) for at in best[start:]]
+    docids = archive.catalog["date"].family.IF.TreeSet(scored.docids.tolist())
+    ordered = archive.catalog["date"].sort(docids, reverse=sort == "date-desc", limit=start + size)
+    return list(itertools.islice(ordered, start, start + size))
+
+
+def _by_thread(archive, scored, sort, start, size):
+    """``(docids, matches, threads, estimated)``: the best message of each thread on the page.
+
+    Messages are taken in the order asked and the first of each thread
+    kept, until the page is full; ``matches`` counts each kept thread's
+    matching messages. ``threads`` is the number of threads matched:
+    counted when all matches were looked at, else ``estimated`` from the
+    share of new threads among those that were.
+    """
+    catalog = archive.catalog
+    thread_of = catalog["thread"]._rev_index.get
+    list_of = catalog["list"]._rev_index.get
+    wanted = start + size
+    looked = min(len(scored), max(4 * wanted, 200))
+    while True:
+        ordered = _ordered_page(archive, scored, sort, 0, looked)
+        firsts = {}
+        for docid in ordered:
+            key = (list_of(docid), thread_of(docid))
+            if key not in firsts:
+                firsts[key] = docid
+        if len(firsts) >= wanted or looked >= len(scored):
+            break
+        looked = min(len(scored), looked * 4)
+    exhausted = looked >= len(scored)
+    threads = len(firsts) if exhausted else max(len(firsts), round(len(firsts) * len(scored) / looked))
+    shown = list(firsts.items())
+    start = _last_page_start(start, size, len(shown)) if exhausted else start
+    page = shown[start:wanted]
+    matches = []
+    for (address, key), _ in page:
+        members = catalog["thread"]._fwd_index.get(key, ())
+        members = [docid for docid in members if list_of(docid) == address]
+        matches.append(len(restricted(scored, np.array(sorted(members), dtype=np.int64))))
+    return [docid for _, docid in page], matches, threads, not exhausted
+
+
+def _resource(archive, docid):
+    path = archive.document_map.address_for_docid(docid)
+    if path is None:
+        return None
+    try:
+        return find_resource(archive, path)
+    except KeyError:
+        log.warning("catalog docid %s points at missing %s", docid, path)
+        return None
 
 
 def _in_tagged_threads(archive, list_addresses, tags):
@@ -427,40 +670,11 @@ def _in_tagged_threads(archive, list_addresses, tags):
     return query
 
 
-def _excluding(terms):
-    query = None
-    for term in terms:
-        part = DoesNotContain("text", term)
-        query = part if query is None else query & part
-    return query
-
-
 def _last_page_start(start, size, total):
     """``start``, or the first item of the last page when ``start`` is past the end."""
     if start < total:
         return start
     return max(0, (total - 1) // size * size)
-
-
-def _by_relevance(archive, catalog_query, start, size):
-    """BM25 weight from the text index, newest first among equals."""
-    catalog = archive.catalog
-    _, weighted = catalog.query(catalog_query)
-    if not hasattr(weighted, "items"):
-        return 0, []
-    by_date = {docid: rank for rank, docid in enumerate(catalog["date"].sort(list(weighted.keys()),
-                                                                             reverse=True))}
-    ordered = sorted(weighted.items(), key=lambda item: (-item[1], by_date.get(item[0], 0)))
-    start = _last_page_start(start, size, len(ordered))
-    address_for = archive.document_map.address_for_docid
-    hits = []
-    for docid, weight in ordered[start : start + size]:
-        path = address_for(docid)
-        try:
-            hits.append(SearchHit(find_resource(archive, path), None, float(weight)))
-        except (KeyError, TypeError):
-            continue
-    return len(ordered), hits
 
 
 SNIPPET_CHARS = 240
@@ -469,30 +683,78 @@ SNIPPET_CHARS = 240
 SNIPPET_SCAN_CHARS = 64 * 1024
 
 
-def snippet(text, words):
-    """A short piece of ``text`` around the first matched word, words in <mark>.
+# "Cc: x", "Signed-off-by: x", "Reported-by: x": lines that name people,
+# shown in a snippet only when nothing else matched.
+_HEADER_LIKE = re.compile(r"^\s*[A-Za-z][\w-]{0,30}:(\s|$)")
 
-    Only the first ``SNIPPET_SCAN_CHARS`` of ``text`` are looked at.
+
+def _matching_line(text, pattern):
+    """``(line, position of the match in it)`` of the best line of ``text`` that ``pattern`` matches.
+
+    Best is the author's own words, then quotes and patches, then
+    header-like lines; the first such line in reading order.
+    """
+    best = None
+    for zone, _, segment in message_zones("", "", text).segments:
+        for line in segment.split("\n"):
+            found = pattern.search(line)
+            if found is None:
+                continue
+            rank = 2 if _HEADER_LIKE.match(line) else (0 if zone & OWN else 1)
+            if best is None or rank < best[0]:
+                best = (rank, line, found.start())
+                if rank == 0:
+                    return best[1:]
+    return best[1:] if best else None
+
+
+def _words_pattern(words):
+    if not words:
+        return None
+    alternatives = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+    return re.compile(r"(?<!\w)(?:" + alternatives + ")", re.IGNORECASE)
+
+
+def snippet(text, words):
+    """A short piece of ``text`` where ``words`` matched, the words in <mark>.
+
+    The piece comes from the author's own words when they hold a match,
+    else from quotes or patches, and from a header-like line (``Cc:``,
+    ``Signed-off-by:``) only when nothing else matched; without a match,
+    the text's beginning. Only the first ``SNIPPET_SCAN_CHARS`` of
+    ``text`` are looked at.
     """
     text = text[:SNIPPET_SCAN_CHARS]
-    lowered = text.lower()
-    position = -1
-    for word in words:
-        found = lowered.find(word)
-        if found != -1 and (position == -1 or found < position):
-            position = found
-    begin = max(0, position - SNIPPET_CHARS // 3) if position > 0 else 0
-    piece = " ".join(text[begin : begin + SNIPPET_CHARS].split())
-    piece = obfuscate_address(piece)
-    escaped = html.escape(piece)
+    pattern = _words_pattern(words)
+    found = _matching_line(text, pattern) if pattern is not None else None
+    if found is None:
+        piece, prefix = text, ""
+    else:
+        line, position = found
+        at = text.find(line)
+        begin = max(at, at + position - SNIPPET_CHARS // 3) if at >= 0 else 0
+        if at < 0:
+            piece = line
+        else:
+            # Start at a word's beginning, not in the middle of one.
+            while begin > at and not text[begin - 1].isspace():
+                begin -= 1
+            piece = text[begin:]
+        prefix = "… " if begin > 0 else ""
+    words_of_piece = " ".join(piece[: SNIPPET_CHARS * 2].split())
+    shown = words_of_piece[:SNIPPET_CHARS]
+    suffix = " …" if len(words_of_piece) > SNIPPET_CHARS or len(piece) > SNIPPET_CHARS * 2 else ""
+    escaped = html.escape(obfuscate_address(shown))
     if words:
-        pattern = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len,
-                                                                                   reverse=True)),
-                             re.IGNORECASE)
-        escaped = pattern.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
-    prefix = "… " if begin > 0 else ""
-    suffix = " …" if begin + SNIPPET_CHARS < len(text) else ""
+        marks = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len,
+                                                                             reverse=True)),
+                           re.IGNORECASE)
+        escaped = marks.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
     return Markup(prefix + escaped + suffix)
+
+
+def _snippet_of(message, words):
+    return snippet(message.body_text, words)
 
 
 def visible_list_addresses(request):

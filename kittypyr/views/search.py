@@ -4,7 +4,7 @@ from pyramid.view import view_config
 
 from kittypyr.resources import Archive
 from kittypyr.resources.api import ApiSearch
-from kittypyr.search import SORTS, SearchLimits, run_search, visible_list_addresses
+from kittypyr.search import GROUPS, SORTS, SearchLimits, run_search, visible_list_addresses
 from kittypyr.views.presentation import Page, display_name, format_date, page_number
 
 PAGE_SIZE = 20
@@ -14,11 +14,13 @@ def _search(archive, request):
     query = request.params.get("q", "").strip()
     mlist = request.params.get("mlist") or None
     sort = request.params.get("sort", "relevance")
+    group = request.params.get("group") or "message"
     number = max(1, page_number(request))
     results = run_search(archive, query, visible_list_addresses(request), mlist=mlist, sort=sort,
                          start=(number - 1) * PAGE_SIZE, size=PAGE_SIZE,
-                         limits=SearchLimits.from_settings(request.registry.settings))
-    return query, mlist, results, Page(number, results.total, PAGE_SIZE)
+                         limits=SearchLimits.from_settings(request.registry.settings), group=group)
+    rows = results.threads if results.group == "thread" else results.total
+    return query, mlist, results, Page(number, rows or 0, PAGE_SIZE)
 
 
 @view_config(context=Archive, name="search", renderer="kittypyr.templates:search.pt")
@@ -31,11 +33,12 @@ def search_page(context, request):
             "date": format_date(hit.message.date),
             "list": hit.message.mailing_list,
             "snippet": hit.snippet,
+            "more": hit.thread_matches - 1 if results.group == "thread" else 0,
         }
         for hit in results.hits
     ]
     return {"query": query, "mlist": mlist, "results": results, "hits": hits, "page": page,
-            "sorts": SORTS}
+            "sorts": SORTS, "groups": GROUPS}
 
 
 @view_config(context=Archive, name="search-help", renderer="kittypyr.templates:search_help.pt")
@@ -54,8 +57,12 @@ def api_search(context, request):
         "page": page.number,
         "pages": page.count,
         "problems": results.problems,
+        "group": results.group,
         "results": [
-            dict(email_json(request, hit.message), snippet=str(hit.snippet), score=hit.score)
+            dict(email_json(request, hit.message), snippet=str(hit.snippet), score=hit.score,
+                 **({"thread_matches": hit.thread_matches} if results.group == "thread" else {}))
             for hit in results.hits
         ],
+        **({"threads": results.threads, "threads_estimated": results.threads_estimated}
+           if results.group == "thread" else {}),
     }

@@ -1,0 +1,341 @@
+"""The full-text index of every word a reader sees, and its ranking.
+
+One index holds every zone of a message (see ``kittypyr.zones``), so an
+unprefixed word finds a message wherever the word stands, and a phrase that
+runs over two lines of a patch is found as the reader sees it. The zone is
+not a second index: each posting's 32-bit value says it all at once::
+
+    bits  0-15  the document's length in words (capped at 65,535)
+    bits 16-24  the word's weighted frequency: own words count OWN_WEIGHT
+                times, every other zone once (capped at 511)
+    bits 25-30  the zones it occurs in (OWN, QUOTED, PATCH, ADDED...)
+
+so ``added:foo`` is the postings of ``foo`` whose ADDED bit is set, and
+BM25 is computed from the postings alone, without one lookup per matching
+document: the words of a page of results are scored with numpy over whole
+posting lists, which is what keeps a common word within milliseconds.
+
+Import cost stays in the parser processes: ``prepare_zoned`` splits the
+zones into words and computes each word's value there, and the storing
+process only turns words into ids and appends the packed postings.
+"""
+
+import array
+import math
+
+import numpy as np
+from repoze.catalog.query import Query
+from zope.index.text.baseindex import inverse_doc_frequency
+
+from kittypyr.lexicon import OkapiIndex, PreparedText, encode_positions, packed_postings, split_words
+from kittypyr.zones import ZONE_BITS, message_zones
+
+LENGTH_MAX = 0xFFFF
+FREQUENCY_SHIFT = 16
+FREQUENCY_MAX = 0x1FF
+ZONE_SHIFT = 25
+ZONE_MASK = (1 << ZONE_BITS) - 1
+
+
+class ZonedText(PreparedText):
+    """A message's words ready for ``FullTextIndex``: ``PreparedText`` plus each word's value.
+
+    The string itself is empty: only the words travel from a parser
+    process. ``paths`` and ``has_patch`` feed the ``file`` and ``is`` indexes.
+    """
+
+    values = ()
+    paths = ()
+    has_patch = False
+
+
+def prepare_zoned(zones):
+    """``zones`` (a ``kittypyr.zones.Zones``) as a ``ZonedText``."""
+    index_of = {}
+    positions = []
+    flags = []
+    frequencies = []
+    for zone, weight, text in zones.segments:
+        for word in split_words(text):
+            at = index_of.get(word)
+            if at is None:
+                at = index_of[word] = len(flags)
+                flags.append(0)
+                frequencies.append(0)
+            positions.append(at)
+            flags[at] |= zone
+            frequencies[at] += weight
+    length = min(len(positions), LENGTH_MAX)
+    prepared = ZonedText("")
+    prepared.distinct = tuple(index_of)
+    prepared.positions = bytes(positions) if len(flags) <= 256 else array.array("I", positions)
+    prepared.values = array.array("i", (
+        (zone << ZONE_SHIFT) | (min(frequency, FREQUENCY_MAX) << FREQUENCY_SHIFT) | length
+        for zone, frequency in zip(flags, frequencies)
+    ))
+    prepared.paths = tuple(sorted(zones.paths))
+    prepared.has_patch = zones.has_patch
+    return prepared
+
+
+def zoned_text_of(message):
+    """The ``ZonedText`` of a stored message: made by the parser when it just arrived, else now."""
+    prepared = getattr(message, "_v_prepared_text", None)
+    if isinstance(prepared, ZonedText):
+        return prepared
+    prepared = prepare_zoned(message_zones(message.subject, message.sender_name, message.body_text,
+                                           message.attachments))
+    # Three indexes (text, file, is) read it in a row.
+    message._v_prepared_text = prepared
+    return prepared
+
+
+class Scored:
+    """Matching documents: ``docids`` (sorted, unique) and their ``scores``, numpy arrays."""
+
+    __slots__ = ("docids", "scores")
+
+    def __init__(self, docids, scores):
+        self.docids = docids
+        self.scores = scores
+
+    def __len__(self):
+        return len(self.docids)
+
+
+EMPTY = Scored(np.empty(0, dtype=np.int64), np.empty(0))
+
+
+def _sorted(docids, scores):
+    if len(docids) > 1 and not np.all(docids[1:] > docids[:-1]):
+        order = np.argsort(docids, kind="stable")
+        docids, scores = docids[order], scores[order]
+    return Scored(docids, scores)
+
+
+def union(parts):
+    """Documents in any of ``parts``, their scores added."""
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    docids, inverse = np.unique(np.concatenate([p.docids for p in parts]), return_inverse=True)
+    scores = np.bincount(inverse, weights=np.concatenate([p.scores for p in parts]), minlength=len(docids))
+    return Scored(docids, scores)
+
+
+def intersection(first, second):
+    """Documents in both, their scores added."""
+    docids, at_first, at_second = np.intersect1d(first.docids, second.docids, assume_unique=True,
+                                                 return_indices=True)
+    return Scored(docids, first.scores[at_first] + second.scores[at_second])
+
+
+def restricted(scored, docids, keep=True):
+    """``scored`` limited to ``docids`` (a sorted array), or without them when ``keep`` is false."""
+    if not len(scored) or not len(docids):
+        return scored if not keep else EMPTY
+    at = np.searchsorted(docids, scored.docids)
+    found = docids[np.minimum(at, len(docids) - 1)] == scored.docids
+    mask = found if keep else ~found
+    return Scored(scored.docids[mask], scored.scores[mask])
+
+
+class FullTextIndex(OkapiIndex):
+    """kittypyr's OkapiIndex whose posting values carry zones, frequency and length.
+
+    zope.index's query parser (``Contains``) still works on it, scored the
+    same way; ``kittypyr.search`` asks ``term`` and ``phrase`` directly.
+    """
+
+    def index_doc(self, docid, text):
+        if docid in self._docwords:
+            # A message's text rarely changes: forgetting it whole and
+            # adding it again keeps one way of writing postings.
+            self.unindex_doc(docid)
+        if not isinstance(text, ZonedText):
+            from kittypyr.zones import OWN, Zones
+
+            zones = Zones()
+            zones.add(OWN, 1, text if isinstance(text, str) else " ".join(text or ()))
+            text = prepare_zoned(zones)
+        wids, positions = self._lexicon.distinct_word_ids(text)
+        self._add_new_document(docid, zip(wids, text.values))
+        count = len(positions)
+        self._docweight[docid] = count
+        self._docwords[docid] = encode_positions(wids, positions)
+        self.documentCount.change(1)
+        self._change_doc_len(count)
+        return count
+
+    # --- scoring ------------------------------------------------------------
+
+    def _statistics(self):
+        count = float(self.documentCount())
+        return count, (self._totaldoclen() / count) if count else 1.0
+
+    def _postings(self, wid):
+        postings = self._wordinfo.get(wid)
+        if postings is None:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
+        return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+
+    def word_scores(self, wid, zones=0):
+        """``Scored`` of the documents holding word ``wid`` (in one of ``zones``, if given)."""
+        docids, values = self._postings(wid)
+        if not len(docids):
+            return EMPTY
+        count, mean_length = self._statistics()
+        idf = inverse_doc_frequency(len(docids), count)
+        if zones:
+            keep = ((values >> ZONE_SHIFT) & zones) != 0
+            docids, values = docids[keep], values[keep]
+        frequency = ((values >> FREQUENCY_SHIFT) & FREQUENCY_MAX).astype(np.float64)
+        length = (values & LENGTH_MAX).astype(np.float64)
+        k1, b = self.K1, self.B
+        scores = frequency * (k1 + 1.0) / (frequency + k1 * (1.0 - b + b * length / mean_length)) * idf
+        return _sorted(docids, scores)
+
+    def _search_wids(self, wids):
+        # The same scores for zope.index's own query parser.
+        found = []
+        for wid in wids:
+            scored = self.word_scores(wid)
+            bucket = self.family.IF.Bucket()
+            bucket.update(dict(zip(scored.docids.tolist(), scored.scores.tolist())))
+            found.append((bucket, 1))
+        return found
+
+    def word_ids(self, words):
+        """The ids of ``words`` as the index has them; None for a word it never saw.
+
+        Stop words are left out, as they are from the indexed text.
+        """
+        wids = []
+        for word in words:
+            for wid in self._lexicon.termToWordIds(word):
+                wids.append(wid if wid and wid in self._wordinfo else None)
+        return wids
+
+    def term(self, words, zones=0):
+        """``Scored`` of the documents holding ``words`` (one word, or a phrase), in ``zones``.
+
+        A phrase is its words' documents whose word sequence holds it.
+        Returns None when every word is a stop word (the term asks nothing).
+        """
+        wids = self.word_ids(words)
+        if not wids:
+            return None
+        if None in wids:
+            return EMPTY
+        scored = None
+        for wid in dict.fromkeys(wids):
+            part = self.word_scores(wid, zones)
+            scored = part if scored is None else intersection(scored, part)
+            if not len(scored):
+                return EMPTY
+        if len(wids) > 1:
+            code = encode_positions(wids, range(len(wids)))
+            docwords = self._docwords
+            keep = np.fromiter((docwords[docid].find(code) >= 0 for docid in scored.docids.tolist()),
+                               dtype=bool, count=len(scored))
+            scored = Scored(scored.docids[keep], scored.scores[keep])
+        return scored
+
+
+def top(scored, count, date_of):
+    """Positions in ``scored`` of its ``count`` best, best first; newer first among equal scores.
+
+    ``date_of(docid)`` is asked only for the documents that can reach the
+    page: those scoring at least the ``count``-th best score.
+    """
+    if not len(scored) or count <= 0:
+        return []
+    if count < len(scored):
+        threshold = np.partition(scored.scores, len(scored) - count)[len(scored) - count]
+        candidates = np.nonzero(scored.scores >= threshold)[0]
+    else:
+        candidates = np.arange(len(scored))
+    dates = [date_of(docid) or 0 for docid in scored.docids[candidates].tolist()]
+    order = sorted(range(len(candidates)), key=lambda i: (-scored.scores[candidates[i]], -dates[i]))
+    return [int(candidates[i]) for i in order[:count]]
+
+
+def rounded_estimate(count):
+    """``count`` rounded to two significant figures, for "about 21,000 messages"."""
+    if count < 100:
+        return count
+    magnitude = 10 ** (int(math.log10(count)) - 1)
+    return int(round(count / magnitude) * magnitude)
+
+
+def evaluate(index, groups, excluded=()):
+    """The documents of ``index`` matching every group and no excluded term, scored.
+
+    ``groups`` is an AND of ORs of terms, each term a ``(words, zones)``
+    pair (see ``FullTextIndex.term``). Returns None when no group asks
+    anything (no group, or only stop words): the caller decides what that
+    means (every document, usually).
+    """
+    scored = None
+    parts = []
+    for group in groups:
+        found = [index.term(words, zones) for words, zones in group]
+        found = [result for result in found if result is not None]
+        if found:
+            parts.append(union(found))
+    for part in sorted(parts, key=len):
+        scored = part if scored is None else intersection(scored, part)
+        if not len(scored):
+            return EMPTY
+    if scored is None:
+        return None
+    for words, zones in excluded:
+        found = index.term(words, zones)
+        if found is not None and len(found):
+            scored = restricted(scored, found.docids, keep=False)
+    return scored
+
+
+def all_documents(index):
+    """Every document of ``index``, scored 0."""
+    docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
+    return Scored(docids, np.zeros(len(docids)))
+
+
+class FullText(Query):
+    """A catalog query term: the messages matching ``groups`` and none of ``excluded``, weighted.
+
+    Lets ``catalog.query`` combine the zoned text search with the other
+    indexes, for callers that want a plain catalog query (exports, feeds).
+    """
+
+    def __init__(self, groups, excluded=(), index_name="text"):
+        self.groups = [[(tuple(words), zones) for words, zones in group] for group in groups]
+        self.excluded = [(tuple(words), zones) for words, zones in excluded]
+        self.index_name = index_name
+
+    def __str__(self):
+        return f"FullText({self.groups!r}, excluding {self.excluded!r})"
+
+    def scored(self, catalog):
+        index = catalog[self.index_name].index
+        scored = evaluate(index, self.groups, self.excluded)
+        if scored is None:
+            scored = evaluate(index, [], ()) if not self.excluded else restricted(
+                all_documents(index), _excluded_docids(index, self.excluded), keep=False)
+        return scored if scored is not None else all_documents(index)
+
+    def _apply(self, catalog, names):
+        scored = self.scored(catalog)
+        bucket = catalog[self.index_name].family.IF.Bucket()
+        bucket.update(dict(zip(scored.docids.tolist(), scored.scores.tolist())))
+        return bucket
+
+
+def _excluded_docids(index, excluded):
+    found = [index.term(words, zones) for words, zones in excluded]
+    found = [part for part in found if part is not None and len(part)]
+    return union(found).docids if found else np.empty(0, dtype=np.int64)

@@ -1,0 +1,254 @@
+"""Search finds every word a reader sees: quotes, patch hunks, commit messages, text attachments."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from repoze.catalog.query import Contains
+
+from kittypyr import moderation
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.catalog import make_text_index
+from kittypyr.msgid import message_id_hash
+from kittypyr.search import run_search
+from kittypyr.security import User
+from tests.mailbuilder import attachment, make_message, multipart, text_part
+from tests.test_app import make_app
+
+DEV = "dev@lists.example.org"
+ADA = ("Ada Lovelace", "ada@example.org")
+BOB = ("Bob Builder", "bob@example.org")
+WHEN = datetime(2019, 3, 14, 9, 0, tzinfo=timezone.utc)
+
+PATCH = """\
+Make the boot cpu wait for its siblings.
+
+Signed-off-by: Ada Lovelace <ada@example.org>
+---
+ arch/mips/kernel/smp.c | 3 ++-
+ 1 file changed, 2 insertions(+), 1 deletion(-)
+
+diff --git a/arch/mips/kernel/smp.c b/arch/mips/kernel/smp.c
+index 1111111..2222222 100644
+--- a/arch/mips/kernel/smp.c
++++ b/arch/mips/kernel/smp.c
+@@ -10,7 +10,8 @@ static void smp_boot_secondary(void)
+ \tint ibexcontext = 0;
+-\t/* the old wombatcomment about locking */
++\tCPU_ZEBRAMASK = cpumask_first(map); /* kestrel
++\t   osprey */
+ \treturn 0;
+-- 
+2.1.4
+"""
+
+SIMILAR_PATCH = """\
+Another file.
+
+diff --git a/arch/mips/kernel/smpboot.c b/arch/mips/kernel/smpboot.c
+--- a/arch/mips/kernel/smpboot.c
++++ b/arch/mips/kernel/smpboot.c
+@@ -1,3 +1,3 @@
+-old quaggaline
++new quaggaline
+"""
+
+ATTACHED_PATCH = b"""\
+diff --git a/drivers/net/tulip.c b/drivers/net/tulip.c
+--- a/drivers/net/tulip.c
++++ b/drivers/net/tulip.c
+@@ -1,2 +1,2 @@
+-tapirsetting = 1;
++tapirsetting = 2;
+"""
+
+
+def mail(n, body, subject="Note", sender=ADA, date=WHEN, reply_to=None):
+    headers = {}
+    if reply_to is not None:
+        headers = {"In-Reply-To": f"<r{reply_to}@example.org>", "References": f"<r{reply_to}@example.org>"}
+    return make_message(message_id=f"<r{n}@example.org>", subject=subject, sender=sender, date=date,
+                        body=body, headers=headers)
+
+
+NOW = datetime.now(timezone.utc)
+
+CORPUS = [
+    mail(1, PATCH, subject="[PATCH] MIPS: wait for siblings"),
+    # A reply to a message the archive never got: its quote is all there is.
+    mail(2, "On Monday, Carol wrote:\n> the lemurword driver leaks\n\nI agree.\n", sender=BOB,
+         reply_to=99),
+    mail(3, "The lemurword driver leaks, I measured it.\n", subject="Leak", sender=BOB),
+    mail(4, SIMILAR_PATCH, subject="[PATCH] smpboot"),
+    make_message(message_id="<r5@example.org>", subject="Tulip fix", sender=ADA, date=WHEN,
+                 body=multipart("mixed", text_part("Patch attached.\n"),
+                                attachment(ATTACHED_PATCH, "text/x-patch", "tulip.patch"))),
+    # One thread of three messages that all say gnuword, and one other.
+    mail(6, "gnuword starts here\n", subject="Gnu thread"),
+    mail(7, "gnuword again\n", subject="Re: Gnu thread", sender=BOB, reply_to=6),
+    mail(8, "gnuword once more\n", subject="Re: Gnu thread", reply_to=7),
+    mail(9, "a lonely gnuword\n", subject="Other"),
+    # Header-like lines only, then the word in the author's own sentence.
+    mail(10, "Cc: okapiword <okapi@example.org>\n\nLooks right.\n\nSigned-off-by: Okapiword Person\n",
+         subject="Review"),
+    mail(11, "Cc: someone\n\nThe okapiword change looks right to me.\n", subject="Review 2"),
+    mail(12, "Recent news about a marmotword.\n", subject="Recent", date=NOW - timedelta(days=3)),
+    mail(13, "Older news about a marmotword.\n", subject="Old", date=NOW - timedelta(days=60)),
+]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    application = make_app(tmp_path_factory.mktemp("recall"))
+    with prepare(registry=application.registry) as env:
+        for raw in CORPUS:
+            archive_message(ensure_mailing_list(env["root"], DEV), raw)
+        transaction.commit()
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def number(message):
+    return int(message.message_id.strip("<>")[1:].split("@")[0])
+
+
+def found(app, query, sort="relevance", ordered=False, **options):
+    with prepare(registry=app.registry) as env:
+        results = run_search(env["root"], query, [DEV], sort=sort, size=100, **options)
+        numbers = [number(h.message) for h in results.hits]
+        return (numbers if ordered else sorted(numbers)), results
+
+
+def test_a_word_only_in_an_added_line_is_found_by_added_and_not_by_removed(app):
+    assert found(app, "cpu_zebramask")[0] == [1]
+    assert found(app, "added:cpu_zebramask")[0] == [1]
+    assert found(app, "patch:cpu_zebramask")[0] == [1]
+    assert found(app, "removed:cpu_zebramask")[0] == []
+    assert found(app, "own:cpu_zebramask")[0] == []
+
+
+def test_a_word_only_in_a_removed_comment_or_a_context_line_is_found(app):
+    assert found(app, "wombatcomment")[0] == [1]
+    assert found(app, "removed:wombatcomment")[0] == [1]
+    assert found(app, "added:wombatcomment")[0] == []
+    assert found(app, "ibexcontext")[0] == [1]
+    assert found(app, "patch:ibexcontext")[0] == [1]
+    assert found(app, "added:ibexcontext")[0] == []
+
+
+def test_a_word_only_in_a_quote_is_found_unprefixed_and_by_quoted_not_by_own(app):
+    assert found(app, "lemurword")[0] == [2, 3]
+    assert found(app, "quoted:lemurword")[0] == [2]
+    assert found(app, "own:lemurword")[0] == [3]
+    assert found(app, "agree -own:lemurword")[0] == [2]
+
+
+def test_own_words_rank_above_a_match_only_in_quotes(app):
+    assert found(app, "lemurword", ordered=True)[0] == [3, 2]
+
+
+def test_a_phrase_running_over_two_lines_of_a_patch_is_found(app):
+    assert found(app, '"kestrel osprey"')[0] == [1]
+    assert found(app, '"osprey kestrel"')[0] == []
+
+
+def test_commit_message_and_text_attachments_are_searched(app):
+    assert found(app, "siblings")[0] == [1]
+    assert found(app, "own:siblings")[0] == [1]
+    assert found(app, "tapirsetting")[0] == [5]
+    assert found(app, "removed:tapirsetting")[0] == [5]
+
+
+def test_file_matches_the_path_its_folders_and_its_name_not_a_similar_path(app):
+    assert found(app, "file:arch/mips/kernel/smp.c")[0] == [1]
+    assert found(app, "file:smp.c")[0] == [1]
+    assert found(app, "file:arch/mips/kernel/")[0] == [1, 4]
+    assert found(app, "file:arch/mips")[0] == [1, 4]
+    assert found(app, "file:arch/mips/kernel/smpboot.c")[0] == [4]
+    assert found(app, "file:arch/mips/kernel/smp")[0] == []
+    assert found(app, "file:drivers/net/tulip.c")[0] == [5]
+    assert found(app, "file:tulip.c quaggaline")[0] == []
+
+
+def test_is_patch_reply_and_first(app):
+    assert found(app, "is:patch")[0] == [1, 4, 5]
+    assert found(app, "is:reply gnuword")[0] == [7, 8]
+    assert found(app, "is:first gnuword")[0] == [6, 9]
+    ids, results = found(app, "is:nonsense")
+    assert results.problems
+
+
+def test_relative_dates(app):
+    assert found(app, "after:2w marmotword")[0] == [12]
+    assert found(app, "before:2w marmotword")[0] == [13]
+    assert found(app, "after:yesterday marmotword")[0] == []
+    assert found(app, "date:last-month..today marmotword")[0] in ([12], [12, 13])
+    ids, results = found(app, "after:soonish marmotword")
+    assert results.problems
+
+
+def test_snippets_come_from_the_authors_matching_words_not_from_header_lines(app):
+    ids, results = found(app, "okapiword", ordered=True)
+    snippets = {number(h.message): str(h.snippet) for h in results.hits}
+    assert "<mark>okapiword</mark> change looks right" in snippets[11]
+    assert "Cc:" not in snippets[11]
+    # All that matched in 10 are header-like lines: the snippet shows one.
+    assert "<mark>okapiword</mark>" in snippets[10].lower()
+    ids, results = found(app, "lemurword")
+    quoted = next(h for h in results.hits if number(h.message) == 2)
+    assert "<mark>lemurword</mark>" in str(quoted.snippet)
+
+
+def test_group_by_thread_gives_one_row_per_thread_with_its_count(app):
+    from webtest import TestApp
+
+    answer = TestApp(app).get("/api/search", {"q": "gnuword", "group": "thread"}).json
+    rows = answer["results"]
+    assert len(rows) == 2
+    assert sorted(row["thread_matches"] for row in rows) == [1, 3]
+    assert answer["count"] == 4 and answer["threads"] == 2
+    page = TestApp(app).get("/search", {"q": "gnuword", "group": "thread"})
+    assert page.text.count('class="subject"') == 2
+    assert "2 more in this thread" in page.text
+
+
+def test_deleting_a_message_forgets_its_quoted_patch_and_file_words(tmp_path):
+    application = make_app(tmp_path)
+    with prepare(registry=application.registry) as env:
+        dev = ensure_mailing_list(env["root"], DEV)
+        archive_message(dev, CORPUS[0])
+        archive_message(dev, CORPUS[1])
+        archive_message(dev, CORPUS[4])
+        transaction.commit()
+    queries = ["cpu_zebramask", "wombatcomment", "file:smp.c", "quoted:lemurword", "tapirsetting",
+               "is:patch", "is:reply", '"kestrel osprey"']
+    with prepare(registry=application.registry) as env:
+        assert all(run_search(env["root"], q, [DEV]).total for q in queries)
+        dev = env["root"].lists[DEV]
+        moderation.delete_messages(dev, [message_id_hash(f"<r{n}@example.org>") for n in (1, 2, 5)],
+                                   User("admin@example.org", "Admin"), registry=application.registry)
+        transaction.commit()
+    with prepare(registry=application.registry) as env:
+        archive = env["root"]
+        assert [q for q in queries if run_search(archive, q, [DEV]).total] == []
+        lexicon = archive.catalog["text"].index._lexicon
+        assert lexicon.get_wid("cpu_zebramask") == 0 and lexicon.get_wid("lemurword") == 0
+    application.registry._zodb_databases[""].close()
+
+
+def test_an_archive_made_before_is_upgraded_at_start_up(tmp_path):
+    application = make_app(tmp_path)
+    with prepare(registry=application.registry) as env:
+        archive = env["root"]
+        archive_message(ensure_mailing_list(archive, DEV), CORPUS[0])
+        # As an older kittypyr left it: own words only, no file or is index.
+        del archive.catalog["text"], archive.catalog["file"], archive.catalog["is"]
+        archive.catalog["text"] = make_text_index()
+        transaction.commit()
+    with prepare(registry=application.registry) as env:
+        archive = env["root"]  # upgraded by the root factory, as at start-up
+        assert run_search(archive, "cpu_zebramask", [DEV]).total == 1
+        assert run_search(archive, "file:smp.c", [DEV]).total == 1
+        assert archive.catalog.query(Contains("text", "wombatcomment"))[0] == 1
+    application.registry._zodb_databases[""].close()

@@ -26,6 +26,8 @@ requires = [
     # Sanitizes the HTML part of a message for its "as sent" view.
     "nh3",
     "markupsafe",
+    # The search ranking scores whole posting lists at once (kittypyr.fulltext).
+    "numpy",
     # Pyramid 2 still resolves asset specs through pkg_resources.
     "setuptools<81",
 ]

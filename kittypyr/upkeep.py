@@ -41,6 +41,41 @@ def command_check(args):
     return 1
 
 
+def _file_storage(config):
+    from pyramid.paster import get_appsettings
+
+    from kittypyr.backup import file_storage_of
+
+    return file_storage_of(get_appsettings(config)["zodbconn.uri"])
+
+
+def command_backup(args):
+    from kittypyr.backup import BackupRefused, backup
+
+    try:
+        paths = _file_storage(args.config)
+        kind, copied = backup(paths, args.folder, full=args.full)
+    except BackupRefused as refused:
+        print(f"kittypyr backup: {refused}", file=sys.stderr)
+        return 2
+    print(f"{kind} backup of {paths.data_fs} in {args.folder}: {copied} new blob files")
+    return 0
+
+
+def command_restore(args):
+    from kittypyr.backup import BackupRefused, restore
+
+    try:
+        paths = _file_storage(args.config)
+        restored = restore(paths, args.folder, date=args.date)
+    except BackupRefused as refused:
+        print(f"kittypyr restore: {refused}", file=sys.stderr)
+        return 2
+    print(f"restored {paths.data_fs} from {args.folder}" + (f" as of {args.date}" if args.date else "")
+          + f", with {restored} blob files")
+    return 0
+
+
 def add_commands(commands):
     """Add ``check`` (and the backup commands) to the ``kittypyr`` command's subparsers."""
     p = commands.add_parser("check", help="verify the catalog, threads, aggregates and tombstones "
@@ -48,3 +83,15 @@ def add_commands(commands):
     p.add_argument("config")
     p.add_argument("--repair", action="store_true", help="mend what disagrees (no full reindex)")
     p.set_defaults(func=command_check)
+
+    p = commands.add_parser("backup", help="back up the embedded storage and its blobs (incremental)")
+    p.add_argument("config")
+    p.add_argument("folder", help="the backup folder (made if missing); back up into the same one each time")
+    p.add_argument("--full", action="store_true", help="a full backup, not an increment")
+    p.set_defaults(func=command_backup)
+
+    p = commands.add_parser("restore", help="restore the storage CONFIG names from a backup folder")
+    p.add_argument("config")
+    p.add_argument("folder")
+    p.add_argument("--date", help="the state as of this UTC time, yyyy-mm-dd[-hh[-mm[-ss]]] (default: the latest)")
+    p.set_defaults(func=command_restore)

@@ -1,0 +1,127 @@
+"""Backups of the embedded storage: repozo for ``Data.fs``, a copy of new files for the blobs.
+
+A backup folder holds ``filestorage/`` (repozo's repository: a full backup,
+then one increment per later run) and ``blobs/`` (every blob file ever
+backed up). Blob files never change once written, so copying the ones the
+backup lacks is an incremental backup of them. ``Data.fs`` is backed up
+first: every blob its backup refers to is on disk by then and is copied
+after it. repozo reads a FileStorage while it is being written, so a backup
+needs no pause in service; a restore needs the storage closed.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from zc.lockfile import LockError, LockFile
+
+REPOZO = Path(sys.executable).with_name("repozo")
+
+
+class BackupRefused(Exception):
+    """Why a backup or restore cannot be made as asked: a sentence for the user."""
+
+
+@dataclass
+class FileStoragePaths:
+    data_fs: Path
+    blob_dir: Path | None
+
+
+def file_storage_of(uri):
+    """The ``Data.fs`` and blob folder a ``file://`` zodburi URI names; BackupRefused for others."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file":
+        raise BackupRefused(
+            f"the storage is {parts.scheme}://, not an embedded FileStorage: back up the ZEO server's "
+            "FileStorage with repozo where it runs, or a RelStorage database with pg_dump (see the README)")
+    query = parse_qs(parts.query)
+    blob_dir = query.get("blobstorage_dir", [None])[0]
+    return FileStoragePaths(Path(unquote(parts.path)), Path(blob_dir) if blob_dir else None)
+
+
+def _repozo(*args):
+    result = subprocess.run([str(REPOZO), *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BackupRefused(f"repozo failed: {(result.stderr or result.stdout).strip()}")
+    return result
+
+
+def _blob_files(folder):
+    """Paths of ``folder``'s blob files and layout marker, relative to it; never its scratch files."""
+    for directory, subdirectories, files in os.walk(folder):
+        relative = Path(directory).relative_to(folder)
+        if relative == Path("."):
+            # tmp/ holds uncommitted blobs; the lock belongs to the open storage.
+            subdirectories[:] = [d for d in subdirectories if d != "tmp"]
+        for name in files:
+            if name.endswith(".lock"):
+                continue
+            yield relative / name
+
+
+def _copy_new(source, target):
+    """Copy the files of ``source`` that ``target`` lacks (or holds at another size); return how many."""
+    copied = 0
+    for relative in _blob_files(source):
+        into = target / relative
+        origin = source / relative
+        if into.exists() and into.stat().st_size == origin.stat().st_size:
+            continue
+        into.parent.mkdir(parents=True, exist_ok=True)
+        # Through a temporary name, so an interrupted copy never looks complete.
+        partial = into.with_name(into.name + ".partial")
+        shutil.copy2(origin, partial)
+        os.replace(partial, into)
+        copied += 1
+    return copied
+
+
+def backup(paths, folder, full=False):
+    """Back up ``paths`` (FileStoragePaths) into ``folder``; return ``(kind, blobs copied)``.
+
+    ``kind`` is "full" for the first backup (or ``full``), "incremental" after.
+    """
+    if not paths.data_fs.exists():
+        raise BackupRefused(f"there is no storage at {paths.data_fs} to back up")
+    repository = Path(folder) / "filestorage"
+    repository.mkdir(parents=True, exist_ok=True)
+    before = set(repository.iterdir())
+    _repozo("-B", "-Q", "-z", "-r", str(repository), "-f", str(paths.data_fs), *(["-F"] if full else []))
+    made = set(repository.iterdir()) - before
+    kind = "full" if any(path.suffix in (".fs", ".fsz") for path in made) else "incremental"
+    copied = 0
+    if paths.blob_dir is not None and paths.blob_dir.is_dir():
+        copied = _copy_new(paths.blob_dir, Path(folder) / "blobs")
+    return kind, copied
+
+
+def restore(paths, folder, date=None):
+    """Restore the backup in ``folder`` into ``paths``, as of ``date`` (UTC ``yyyy-mm-dd[-hh[-mm[-ss]]]``).
+
+    Refuses to overwrite an existing storage or one that is open. Returns
+    the number of blob files restored.
+    """
+    repository = Path(folder) / "filestorage"
+    if not repository.is_dir() or not any(repository.iterdir()):
+        raise BackupRefused(f"there is no backup in {folder}")
+    if paths.data_fs.exists():
+        raise BackupRefused(f"{paths.data_fs} exists: move it away first (a restore never overwrites a storage)")
+    paths.data_fs.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        # Held while restoring, so that no server opens the half-written file.
+        lock = LockFile(f"{paths.data_fs}.lock")
+    except LockError:
+        raise BackupRefused(f"{paths.data_fs} is in use by another process: stop the web server first")
+    try:
+        _repozo("-R", "-r", str(repository), "-o", str(paths.data_fs), *(["-D", date] if date else []))
+        restored = 0
+        if paths.blob_dir is not None and (Path(folder) / "blobs").is_dir():
+            restored = _copy_new(Path(folder) / "blobs", paths.blob_dir)
+    finally:
+        lock.close()
+    return restored

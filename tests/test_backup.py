@@ -1,0 +1,118 @@
+"""``kittypyr backup`` / ``kittypyr restore``: a restored archive serves the same pages as the original."""
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pyramid.paster import get_app
+from webtest import TestApp
+
+from kittypyr.msgid import message_id_hash
+from tests.functional import kittypyr, mbox_bytes, write_config
+from tests.mailbuilder import attachment, make_message, multipart, text_part
+
+LIST = "dev@lists.example.org"
+START = datetime(2020, 2, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def mail(first, count):
+    raws = []
+    for n in range(first, first + count):
+        body = f"Notes on the barometer, part {n}.\n"
+        raws.append(make_message(
+            message_id=f"<bk{n}@example.org>",
+            subject="Barometer" if n == 0 else "Re: Barometer",
+            sender=(f"Person {n % 3}", f"person{n % 3}@example.org"),
+            date=START + timedelta(hours=n),
+            in_reply_to=None if n == 0 else f"<bk{n - 1}@example.org>",
+            body=multipart("mixed", text_part(body),
+                           attachment(f"reading {n}\n".encode() * 50, "text/plain", f"reading-{n}.txt"))))
+    return raws
+
+
+def import_mail(folder, config, first, count):
+    path = folder / f"mail-{first}.mbox"
+    path.write_bytes(mbox_bytes(mail(first, count)))
+    kittypyr("import", config, LIST, path, "--quiet", "--policy", "public", check=True)
+
+
+PAGES = [
+    "/",
+    f"/list/{LIST}/",
+    f"/list/{LIST}/2020/2/",
+    f"/list/{LIST}/thread/{message_id_hash('<bk0@example.org>')}/",
+    f"/list/{LIST}/message/{message_id_hash('<bk7@example.org>')}/",
+    f"/list/{LIST}/message/{message_id_hash('<bk7@example.org>')}/raw",
+    f"/list/{LIST}/message/{message_id_hash('<bk3@example.org>')}/attachment/2/reading-3.txt",
+    "/search?q=barometer",
+    f"/api/list/{LIST}/",
+]
+
+
+def pages(config):
+    app = get_app(str(config))
+    try:
+        browser = TestApp(app)
+        return {path: (response.status_code, response.body)
+                for path in PAGES for response in [browser.get(path, status="*")]}
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+@pytest.fixture
+def original(tmp_path):
+    folder = tmp_path / "original"
+    folder.mkdir()
+    return folder, write_config(folder)
+
+
+def test_incremental_backups_restore_to_the_same_pages(tmp_path, original):
+    folder, config = original
+    backups = tmp_path / "backups"
+    import_mail(folder, config, 0, 6)
+    first = kittypyr("backup", config, backups, check=True)
+    assert re.search(r"^full backup of .*Data\.fs in .*backups: [1-9]\d* new blob files$", first.stdout, re.M)
+
+    import_mail(folder, config, 6, 4)
+    second = kittypyr("backup", config, backups, check=True)
+    assert "incremental backup" in second.stdout
+    assert re.search(r": [1-9]\d* new blob files", second.stdout)
+    unchanged = kittypyr("backup", config, backups, check=True)
+    assert unchanged.stdout.rstrip().endswith(": 0 new blob files")
+
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    copy_config = write_config(copy)
+    restored = kittypyr("restore", copy_config, backups, check=True)
+    assert "restored" in restored.stdout and "blob files" in restored.stdout
+
+    expected = pages(config)
+    assert all(status == 200 for status, _ in expected.values()), {p: s for p, (s, _) in expected.items()}
+    assert b"reading 3" in expected[PAGES[6]][1]
+    assert b"part 9" in expected[PAGES[3]][1]
+    assert pages(copy_config) == expected
+    info = kittypyr("info", copy_config, "--json", check=True)
+    assert '"messages": 10' in info.stdout
+
+
+def test_a_restore_never_overwrites_a_storage(tmp_path, original):
+    folder, config = original
+    import_mail(folder, config, 0, 2)
+    kittypyr("backup", config, tmp_path / "backups", check=True)
+    refused = kittypyr("restore", config, tmp_path / "backups")
+    assert refused.returncode == 2
+    assert "exists: move it away first" in refused.stderr
+
+
+def test_restore_from_an_empty_folder_says_so(tmp_path, original):
+    folder, config = original
+    refused = kittypyr("restore", config, tmp_path / "nothing")
+    assert refused.returncode == 2
+    assert "there is no backup in" in refused.stderr
+
+
+def test_other_storages_are_pointed_to_their_own_tools(tmp_path):
+    config = write_config(tmp_path, uri="zeo://127.0.0.1:8100?storage=1")
+    refused = kittypyr("backup", config, tmp_path / "backups")
+    assert refused.returncode == 2
+    assert "zeo://" in refused.stderr and "repozo" in refused.stderr and "pg_dump" in refused.stderr

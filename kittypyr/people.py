@@ -9,7 +9,7 @@ only ever shows the lists the reader may see.
 from pyramid.traversal import find_root
 from repoze.catalog.query import Any, Eq
 
-from kittypyr.catalog import catalogued_in, search
+from kittypyr.catalog import catalogued_in, search, search_page
 from kittypyr.events import IMessageArchived, IObjectWillBeRemoved
 from kittypyr.resources import Message
 
@@ -72,6 +72,16 @@ def first_and_last_post(archive, address, list_addresses):
     _, first = search(archive, query, sort_index="date", limit=1)
     _, last = search(archive, query, sort_index="date", limit=1, reverse=True)
     return next(first, None), next(last, None)
+
+
+def posts_page(archive, address, list_addresses, start, size):
+    """``(total, messages)``: a page of ``address``'s messages in those lists, newest first.
+
+    A ``start`` past the end gives the last page.
+    """
+    if not list_addresses:
+        return 0, []
+    return search_page(archive, _messages_of(address, list_addresses), start, size, "date", reverse=True)
 
 
 def recent_threads(archive, address, list_addresses, limit=10):

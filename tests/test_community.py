@@ -401,7 +401,7 @@ def test_threads_with_new_messages_are_unread_until_opened(site, mailman):
     assert unread_titles(carol.get(f"/list/{PUBLIC}/threads"), "ol.threads") == [
         "Brand new topic", "Cache flushes"]
     assert unread_titles(carol.get(f"/list/{PUBLIC}/2023/3/"), "ol.threads") == [
-        "Cache flushes", "Brand new topic"]
+        "Brand new topic", "Cache flushes"]  # latest activity first
 
     page = carol.get(THREAD)
     new = [a["id"] for a in page.html.select("article.message") if a.select_one(".new-mark")]

@@ -99,22 +99,23 @@ def test_index_shows_last_post_and_sorts_by_it(browser):
     assert [li.a.text for li in by_name] == ["ancient", "old"]
 
 
-def test_recently_active_does_not_repeat_the_new_threads(tmp_path):
+def test_new_threads_do_not_repeat_the_recent_ones(tmp_path):
     app = make_app(tmp_path)
     start = datetime(2020, 1, 1, tzinfo=timezone.utc)
     with prepare(registry=app.registry) as env:
         mailing_list = ensure_mailing_list(env["root"], OLD)
-        for n in range(12):
+        for n in range(20):
             archive_message(mailing_list, mail(f"t{n}", start + timedelta(days=n), ADA))
-        # The oldest thread comes back to life after all the others.
-        archive_message(mailing_list, mail("revival", start + timedelta(days=20), BOB, reply_to="t0"))
+        # Then the first fifteen get a reply each, the latest activity of all.
+        for n in range(15):
+            archive_message(mailing_list, mail(f"r{n}", start + timedelta(days=30 + n), BOB, reply_to=f"t{n}"))
         transaction.commit()
     try:
         page = TestApp(app).get(f"/list/{OLD}/")
-        newest = [a.text for a in page.html.select("section.newest li > a")]
         recent = [a.text for a in page.html.select("section.recent li > a")]
-        assert newest == [f"Topic t{n}" for n in range(11, 1, -1)]
-        assert recent == ["Topic t0", "Topic t1"]
+        newest = [a.text for a in page.html.select("section.newest li > a")]
+        assert recent == [f"Topic t{n}" for n in range(14, -1, -1)]
         assert "2 messages" in page.html.select_one("section.recent li").text
+        assert newest == [f"Topic t{n}" for n in range(19, 14, -1)]
     finally:
         app.registry._zodb_databases[""].close()

@@ -23,7 +23,7 @@ from pyramid.renderers import render_to_response
 from pyramid.view import view_config
 
 from kittypyr import readers, tags, votes
-from kittypyr.people import first_and_last_post, posts_per_list, recent_threads
+from kittypyr.people import first_and_last_post, posts_page, posts_per_list, recent_threads
 from kittypyr.queries import threads_by_activity
 from kittypyr.resources import MailingList, Message, Thread
 from kittypyr.resources.browsing import Tag, TagFolder
@@ -33,6 +33,7 @@ from kittypyr.views.accounts import safe_came_from
 from kittypyr.views.presentation import Page, avatar, display_name, format_date, page_number, set_validators
 
 THREADS_PAGE_SIZE = 50
+PROFILE_PAGE_SIZE = 25
 SORTS = ("activity", "popularity")
 
 
@@ -357,14 +358,22 @@ def profile(context, request):
     name = display_name(last.sender_name, last.sender_address)
     threads = recent_threads(archive, context.address, addresses)
     reputation = votes.reputation(archive, context.person_id, addresses)
-    set_validators(request, last.date, "profile", context.person_id, sum(c for _, c in posts),
+    total = sum(count for _, count in posts)
+    page = Page(page_number(request), total, PROFILE_PAGE_SIZE)
+    _, page_posts = posts_page(archive, context.address, addresses, page.start, PROFILE_PAGE_SIZE)
+    set_validators(request, last.date, "profile", context.person_id, total, page.number,
                    reputation, first.__name__, last.__name__)
     return {
         "person": context,
         "name": name,
         "avatar": avatar(last.sender_name, last.sender_address, size=80),
         "posts": posts,
-        "total": sum(count for _, count in posts),
+        "total": total,
+        "page": page,
+        "page_posts": [{"message": message, "date": format_date(message.date)} for message in page_posts],
+        # The part of the address before the "@", which the page shows anyway
+        # ("ada at example.org"): the whole address would be written in the link.
+        "search_word": context.address.split("@")[0],
         "first": first,
         "last": last,
         "first_date": format_date(first.date),

@@ -67,11 +67,12 @@ def list_overview(context, request):
         thread = threads.live(key)
         if thread is not None and thread not in (t for t, _ in busiest):
             busiest.append((thread, count))
-    newest = [threads.data[k] for k in activity.newest_thread_keys(10) if k in threads.data]
-    # "Recently active" leaves out the new threads shown above it: older
-    # conversations that came back to life, not the same list twice.
-    shown = {thread.__name__ for thread in newest}
-    recent = [t for t in recent_threads(context, limit=15 + len(shown)) if t.__name__ not in shown][:15]
+    recent = recent_threads(context, limit=15)
+    # "New threads" leaves out those "Recent threads" shows already: on a
+    # quiet list they are the same threads, and the section is left out.
+    shown = {thread.__name__ for thread in recent}
+    newest = [threads.data[k] for k in activity.newest_thread_keys(10 + len(shown))
+              if k in threads.data and k not in shown][:10]
     popular = top_threads(context, 10)
     largest = largest_threads(context, 10)
     tags = list_tags(context)

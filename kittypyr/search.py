@@ -436,6 +436,7 @@ class MessageQuery:
     filters: object = None
     text: object = None
     scope: list = field(default_factory=list)
+    conditions: list = field(default_factory=list)  # the filters but the lists in scope
 
 
 def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMITS):
@@ -452,44 +453,46 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
         scope = [a for a in scope if any(a == w or a.split("@")[0] == w for w in parsed.lists)]
     if not scope:
         return found
-    catalog_query = Eq("kind", "message") & Any("list", scope)
+    base = Eq("kind", "message") & Any("list", scope)
+    conditions = []  # beyond the lists in scope
 
     if parsed.subject:
-        catalog_query &= Contains("subject", " AND ".join(parsed.subject))
+        conditions.append(Contains("subject", " AND ".join(parsed.subject)))
     if parsed.senders:
         for term in parsed.senders:
             addresses = _sender_addresses(archive, scope, term)
             if not addresses:
                 found.problems.append(f"Nobody matching “from:{term}” wrote to these lists.")
                 return found
-            catalog_query &= Any("sender", addresses)
+            conditions.append(Any("sender", addresses))
     if parsed.tags:
         in_tagged = _in_tagged_threads(archive, scope, parsed.tags)
         if in_tagged is None:
             tags = " ".join(f"tag:{tag}" for tag in parsed.tags)
             found.problems.append(f"No thread in these lists is tagged {tags}.")
             return found
-        catalog_query &= in_tagged
+        conditions.append(in_tagged)
     if parsed.has_attachment:
-        catalog_query &= Eq("has_attachment", True)
+        conditions.append(Eq("has_attachment", True))
     if parsed.start or parsed.end:
         oldest = datetime(1970, 1, 1, tzinfo=timezone.utc)
         newest = datetime(9999, 1, 1, tzinfo=timezone.utc)
         dates = date_query(parsed.start, parsed.end, oldest, newest)
         if dates is None:
             return found
-        catalog_query &= dates
+        conditions.append(dates)
 
     if parsed.files:
         for key in parsed.files:
             # "arch/mips" is a folder as well as a file name.
             keys = [key] if key.endswith("/") or "/" not in key else [key, key + "/"]
-            catalog_query &= Any("file", keys)
+            conditions.append(Any("file", keys))
     for kind in parsed.kinds:
-        catalog_query &= Eq("is", kind)
+        conditions.append(Eq("is", kind))
 
     found.scope = scope
-    found.filters = catalog_query
+    found.conditions = conditions
+    catalog_query = found.filters = And(base, *conditions) if conditions else base
     if parsed.groups or parsed.excluded:
         found.text = FullText([[(t.words, t.zones) for t in group] for group in parsed.groups],
                               [(t.words, t.zones) for t in parsed.excluded])
@@ -543,12 +546,12 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         docids = _ordered_page(archive, scored, sort, start, size)
         counts = None
     hits = []
-    score_of = dict(zip(scored.docids.tolist(), scored.scores.tolist())) if docids else {}
+    scores = scored.scores[np.searchsorted(scored.docids, np.array(docids, dtype=np.int64))] if docids else []
     for at, docid in enumerate(docids):
         message = _resource(archive, docid)
         if message is None:
             continue
-        hit = SearchHit(message, _snippet_of(message, asked.highlight_words), score_of.get(docid, 0.0))
+        hit = SearchHit(message, _snippet_of(message, asked.highlight_words), float(scores[at]))
         if counts is not None:
             hit.thread_matches = counts[at]
         hits.append(hit)
@@ -576,20 +579,16 @@ def _matching(archive, asked):
     """
     catalog = archive.catalog
     scored = asked.text.scored(catalog)
-    conditions = asked.filters
-    if _only_scope(conditions) and _all_lists_in(archive, asked.scope):
-        return scored
     if not len(scored):
         return scored
-    _, allowed = catalog.query(conditions)
+    conditions = list(asked.conditions)
+    if not _all_lists_in(archive, asked.scope):
+        conditions.append(Any("list", asked.scope))
+    if not conditions:
+        return scored
+    query = conditions[0] if len(conditions) == 1 else And(*conditions)
+    _, allowed = catalog.query(query)
     return restricted(scored, _as_scored(allowed).docids)
-
-
-def _only_scope(query):
-    """Whether ``query`` is the bare ``kind`` and ``list`` filter that message_query starts from."""
-    children = list(query.iter_children()) if isinstance(query, And) else []
-    return len(children) == 2 and all(isinstance(child, (Eq, Any)) and child.index_name in ("kind", "list")
-                                      for child in children)
 
 
 def _date_of(archive):

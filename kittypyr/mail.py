@@ -1216,7 +1216,10 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
             message_id = message_id_of_header(_raw_header_text(value, None, notes))
             if message_id:
                 break
-    derived = not message_id
+    # A Message-ID header that names nothing (``<>``) is the empty id, as
+    # for Mailman (which asks for its permalink with msgid='') and
+    # HyperKitty; only mail without any such header gets an id made up.
+    derived = not message_id and headers.first("message-id") is None
     if derived:
         notes.add("no Message-ID; derived one from the content")
         message_id = _derive_message_id(

@@ -205,6 +205,7 @@ def test_lists_whose_policy_is_never_are_not_archived(app):
     "<a<inner>@example.org>",
     "bare@example.org",
     "< spaced @example.org >",
+    "<>",
 ])
 def test_urls_gives_the_permalink_the_archive_answers(app, header):
     """Mailman asks for Archived-At before archiving, with the header stripped of <> as its plugin does."""
@@ -235,3 +236,15 @@ def test_a_forwarded_for_header_from_the_client_is_not_believed(tmp_path):
              headers={**AUTH, "X-Forwarded-For": "192.0.2.7"}, status=403)
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_two_different_messages_with_an_empty_message_id_are_both_kept(app):
+    browser = TestApp(app)
+    urls = []
+    for body in ("first\n", "second\n"):
+        raw = f"From: a@example.org\nSubject: no id\nMessage-ID: <>\n\n{body}".encode()
+        urls.append(post(browser, raw).json["url"])
+    assert urls[0] == browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": ""}, headers=AUTH).json["url"]
+    assert urls[0] != urls[1]
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 2

@@ -140,8 +140,11 @@ def test_missing_message_id_is_derived_deterministically():
     assert len(one.message_id.split("@")[0]) == 32
     other = parse(make_message(message_id=None, body="second body\n"))
     assert other.message_id != one.message_id
-    blank = parse(make_message(message_id="  ", body="first body\n"))
-    assert blank.message_id_derived
+    # A header that names nothing is the empty id, as Mailman and HyperKitty
+    # name it (Mailman asks for its permalink with msgid='').
+    for header in ("  ", "<>"):
+        blank = parse(make_message(message_id=header, body="first body\n"))
+        assert not blank.message_id_derived and blank.message_id == ""
 
 
 def test_fingerprint_ignores_headers_and_trailing_whitespace():

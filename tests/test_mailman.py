@@ -10,6 +10,7 @@ import re
 from urllib.parse import unquote
 
 import pytest
+import requests
 
 from kittypyr.msgid import message_id_hash
 from tests.functional import kittypyr
@@ -263,3 +264,14 @@ def test_a_policy_changed_in_mailman_holds_for_every_url_family(stack):
     reopened = seen()
     assert all(status == 200 for status, _ in reopened.values()), reopened
     assert all(shown for p, (_, shown) in reopened.items() if p in hidden), reopened
+
+
+def test_mail_for_a_list_mailman_does_not_have_is_400_and_makes_no_list(stack):
+    from tests.mailman_stack import ARCHIVER_KEY
+
+    raw = make_message(message_id="<nosuch1@example.org>", subject="Nobody's list")
+    answer = requests.post(stack.archive.base_url + "api/mailman/archive", data={"mlist": f"nosuch@{DOMAIN}"},
+                           files={"message": ("message.txt", raw)},
+                           headers={"Authorization": f"Token {ARCHIVER_KEY}"}, timeout=30)
+    assert answer.status_code == 400 and "no list" in answer.json()["error"]
+    assert stack.archive.get(f"list/nosuch@{DOMAIN}/")[0] == 404

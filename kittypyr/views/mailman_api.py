@@ -111,7 +111,7 @@ def urls(context, request):
     if list_address is None:
         raise HTTPBadRequest(json_body={"error": "mlist is not a list's posting address"})
     message_id = request.GET.get("msgid")
-    if message_id:
+    if message_id is not None:
         # The plugin sends the Message-ID header stripped of its outer <>:
         # put them back and read it as the archive reads the header, so two
         # ids in one header, quotes or brackets inside give the same permalink.

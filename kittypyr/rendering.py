@@ -323,7 +323,8 @@ def _patch_html(lines, anchor=None):
             rendered.append(content)
         else:
             rendered.append(f'<span class="{css_class}">{content}</span>')
-    html = _pre("patch", "\n".join(rendered))
+    # Focusable, because it scrolls sideways: keyboard readers can scroll it.
+    html = '<pre tabindex="0"' + _pre("patch", "\n".join(rendered))[4:]
     if anchor:
         html = f'<pre id="{anchor}"' + html[4:]
     return html

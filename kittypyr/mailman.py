@@ -333,8 +333,11 @@ class ListRefresher:
         self.lock = threading.Lock()
 
     def is_stale(self, registry, mailing_list):
-        if not mailing_list.policy_known:
-            return True
+        """Never heard from Mailman, or not within the TTL.
+
+        A list Mailman said it does not have counts as heard from: it is
+        asked again once a TTL, not at every page.
+        """
         synced = mailing_list.synced_at
         return synced is None or (_now() - synced).total_seconds() >= sync_ttl(registry)
 

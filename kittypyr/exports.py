@@ -9,36 +9,46 @@ and a gzip file may be a run of members (RFC 1952, 2.2): an original that
 needs no quoting goes out as its stored member, untouched, between small
 members holding the envelope lines. Nothing is decompressed or compressed
 again for it, which is what lets a whole list stream in about the time it
-takes to read its records. The ``mbox_care`` catalog index names the few
-messages that do need work (a line to quote, no final line end); it is
-declared here and filled, for an archive made before it, at the next start.
+takes to read its originals. The ``mbox`` catalog index (``MboxIndex``)
+holds, per message, what the export needs: a reference to its original,
+whether it needs work (a line to quote, no final line end), its sender and
+date, so that no message record (with its whole decoded text) is read. It
+is declared here and filled, for an archive made before it, at the next
+start.
 
 Which messages an export holds is asked of the catalog (list, date, month,
 thread, a search's query): a deleted message has left it, and a private
 list's views are closed to anyone who may not read it.
 """
 
+import gzip
+import logging
 import re
 import struct
+import time
 import zlib
 from datetime import datetime, timezone
-from urllib.parse import unquote
 
+import BTrees
 import transaction
+from persistent import Persistent
 from pyramid.httpexceptions import HTTPBadRequest, HTTPNotFound
 from pyramid.response import Response
-from pyramid.traversal import find_resource, resource_path
+from pyramid.traversal import resource_path
 from pyramid.view import view_config
 from pyramid_zodbconn import get_connection
-from repoze.catalog.indexes.field import CatalogFieldIndex
+from repoze.catalog.interfaces import ICatalogIndex
 from repoze.catalog.query import Eq
 from zope.index.text.parsetree import ParseError
+from zope.interface import implementer
 
 from kittypyr.bootstrap import ROOT_KEY
 from kittypyr.resources import Archive, MailingList, Message, Thread
 from kittypyr.resources.browsing import Month
 from kittypyr.resources.message import CompressedOriginal
 from kittypyr.search import SearchLimits, date_query, message_query, visible_list_addresses
+
+log = logging.getLogger(__name__)
 
 SUFFIX = ".mbox.gz"
 
@@ -50,8 +60,11 @@ _ENVELOPE_SENDER = re.compile(r"[!-~]{1,254}")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_EPOCH = time.gmtime(0)
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
+# A gzip member's header: deflate, no name, no time, unknown system.
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 # Output is handed to the server in pieces of about this size.
 _CHUNK = 256 * 1024
 # Every so many messages the streaming connection's cache is trimmed, so
@@ -62,21 +75,26 @@ _TRIM_EVERY = 500
 # --- mboxrd ------------------------------------------------------------------
 
 
-def envelope_line(message):
-    """The ``From `` line that starts ``message`` in an mbox: its sender and date in asctime form (UTC).
+def envelope_line(sender, timestamp):
+    """The ``From `` line that starts a message in an mbox: its sender and date in asctime form (UTC).
 
-    A date outside four-digit years is written as the epoch, which mbox
-    readers (kittypyr's own among them) take for "no date".
+    A sender that is not one printable ASCII word is written MAILER-DAEMON;
+    a date outside four-digit years as the epoch, which mbox readers
+    (kittypyr's own among them) take for "no date".
     """
-    sender = message.sender_address or ""
     if not _ENVELOPE_SENDER.fullmatch(sender):
         sender = "MAILER-DAEMON"
-    moment = message.date.astimezone(timezone.utc)
-    if not 1000 <= moment.year <= 9999:
-        moment = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    # time.gmtime rather than datetime and strftime: this runs once a
+    # message, and the formatting was most of an export's own work.
+    try:
+        moment = time.gmtime(timestamp)
+    except (OverflowError, OSError, ValueError):
+        moment = _EPOCH
+    if not 1000 <= moment.tm_year <= 9999:
+        moment = _EPOCH
     return (
-        f"From {sender} {_WEEKDAYS[moment.weekday()]} {_MONTHS[moment.month - 1]} {moment.day:2d} "
-        f"{moment:%H:%M:%S} {moment.year}\n"
+        f"From {sender} {_WEEKDAYS[moment.tm_wday]} {_MONTHS[moment.tm_mon - 1]} {moment.tm_mday:2d} "
+        f"{moment.tm_hour:02d}:{moment.tm_min:02d}:{moment.tm_sec:02d} {moment.tm_year}\n"
     ).encode("ascii")
 
 
@@ -100,48 +118,84 @@ def _stored_gzip(original):
         return f.read()
 
 
-def get_mbox_care(obj, default):
-    """True for a message whose stored original cannot be passed on as it is in an mbox.
-
-    That is a line to quote, a missing final line end, or stored bytes that
-    are not exactly one gzip member. Every other message is left out of the
-    index, which so holds the few that need work.
-    """
-    if not isinstance(obj, Message):
-        return default
+def _care_needed(original):
+    """Whether a stored original cannot be passed on as it is: a line to quote, no final
+    line end, or stored bytes that are not exactly one gzip member."""
     inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
     try:
-        raw = inflater.decompress(_stored_gzip(obj.original))
+        raw = inflater.decompress(_stored_gzip(original))
     except zlib.error:
         return True
-    if needs_care(raw) or not inflater.eof or inflater.unused_data:
-        return True
-    return default
+    return needs_care(raw) or not inflater.eof or bool(inflater.unused_data)
 
 
-def make_care_index():
-    index = CatalogFieldIndex(get_mbox_care)
-    # Nearly every document is not in this index: the set of those is a
-    # tree, not one record rewritten whole by every commit (as the
-    # catalog's own indexes have it).
-    index._not_indexed = index.family.IF.TreeSet()
-    return index
+@implementer(ICatalogIndex)
+class MboxIndex(Persistent):
+    """The catalog index of what an export needs of each message, without loading the message.
+
+    Per message docid: its original (a reference to the stored record, not
+    a copy), whether it needs care (see ``_care_needed``: decompressing and
+    quoting, for the few that do), its envelope sender and its date. A
+    message's record holds its whole decoded text; an export of a whole
+    list reads none of them. Like every index it is kept in step by the
+    catalog's subscribers, so a deleted message leaves it with its
+    reference (and the original is unreachable once the storage is
+    packed); a change of a message's original must be notified for every
+    index (``ObjectModified`` without ``indexes``) or for this one.
+    """
+
+    family = BTrees.family64
+
+    def __init__(self):
+        self.entries = self.family.IO.BTree()
+        # The catalogued documents that are not messages (threads), so that
+        # ``docids()`` names every document the catalog gave this index.
+        self.others = self.family.IF.TreeSet()
+
+    def index_doc(self, docid, obj):
+        if isinstance(obj, Message):
+            self.entries[docid] = (obj.original, _care_needed(obj.original), obj.sender_address or "",
+                                   int(obj.timestamp))
+            if docid in self.others:
+                self.others.remove(docid)
+        else:
+            self.unindex_doc(docid)
+            self.others.add(docid)
+
+    reindex_doc = index_doc
+
+    def unindex_doc(self, docid):
+        self.entries.pop(docid, None)
+        if docid in self.others:
+            self.others.remove(docid)
+
+    def clear(self):
+        self.entries.clear()
+        self.others.clear()
+
+    def docids(self):
+        return self.family.IF.union(self.family.IF.TreeSet(self.entries.keys()), self.others)
+
+    def entry(self, docid):
+        """``(original, careful, sender, timestamp)`` of the message ``docid``, or None."""
+        return self.entries.get(docid)
+
+    def apply(self, query):
+        raise NotImplementedError("the mbox index answers exports, not queries")
+
+    def apply_intersect(self, query, docids):
+        raise NotImplementedError("the mbox index answers exports, not queries")
 
 
 def _gzip_member(data):
-    """``data`` as a gzip member of stored (uncompressed) deflate blocks.
+    """``data`` (under 64 KB) as a gzip member of one stored (uncompressed) deflate block.
 
     For the envelope lines between messages: a few dozen bytes, for which
     setting up a compressor would cost more than it saves.
     """
-    parts = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"]
-    for start in range(0, max(len(data), 1), 0xFFFF):
-        block = data[start : start + 0xFFFF]
-        final = start + 0xFFFF >= len(data)
-        parts.append(struct.pack("<BHH", 1 if final else 0, len(block), len(block) ^ 0xFFFF))
-        parts.append(block)
-    parts.append(struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF))
-    return b"".join(parts)
+    size = len(data)
+    return b"".join((_GZIP_HEADER, struct.pack("<BHH", 1, size, size ^ 0xFFFF), data,
+                     struct.pack("<II", zlib.crc32(data), size)))
 
 
 class MboxWriter:
@@ -165,16 +219,22 @@ class MboxWriter:
             self._out(_gzip_member(b"".join(self.pending)))
             self.pending = []
 
-    def add(self, message, careful):
-        """Append ``message``; ``careful``: whether it must be decompressed and quoted (see ``get_mbox_care``)."""
-        self.pending.append(envelope_line(message))
-        original = message.original
+    def add(self, original, careful, sender, timestamp):
+        """Append a message: its stored ``original``, and the rest of its ``MboxIndex`` entry."""
         if careful:
-            raw = message.original_bytes()
+            try:
+                raw = gzip.decompress(_stored_gzip(original))
+            except (OSError, EOFError, zlib.error) as exc:
+                # Cannot happen to bytes kittypyr stored; if it does, the
+                # rest of the export is still worth having.
+                log.error("an original in an export cannot be read (%r): left out", exc)
+                return
+            self.pending.append(envelope_line(sender, timestamp))
             self._flush_pending()
             self._out(zlib.compress(quoted(raw) + (b"" if raw.endswith(b"\n") else b"\n"), 6,
                                     zlib.MAX_WBITS | 16))
         else:
+            self.pending.append(envelope_line(sender, timestamp))
             self._flush_pending()
             self._out(_stored_gzip(original))
         # The empty line that ends a message in an mbox.
@@ -196,23 +256,6 @@ class MboxWriter:
 # --- choosing the messages -----------------------------------------------
 
 
-def _message_at(archive, path, lists):
-    """The message at ``path`` (a document map path), or None when it is gone."""
-    parts = path.split("/")
-    if len(parts) == 5 and parts[1] == "list" and parts[3] == "message":
-        address = unquote(parts[2])
-        mailing_list = lists.get(address)
-        if mailing_list is None:
-            mailing_list = lists[address] = archive.lists.data.get(address)
-        if mailing_list is not None:
-            return mailing_list.messages.data.get(unquote(parts[4]))
-    try:
-        found = find_resource(archive, path)
-    except KeyError:
-        return None
-    return found if isinstance(found, Message) else None
-
-
 def export_docids(archive, query):
     """The docids of the messages ``query`` finds, oldest first (a list of integers)."""
     _, docids = archive.catalog.query(query, sort_index="date")
@@ -229,22 +272,16 @@ def stream_mbox(db, docids):
     manager = transaction.TransactionManager()
     connection = db.open(transaction_manager=manager)
     try:
-        archive = connection.root()[ROOT_KEY]
-        address_for = archive.document_map.address_for_docid
-        careful = archive.catalog["mbox_care"].applyEq(True)
+        index = connection.root()[ROOT_KEY].catalog["mbox"]
         writer = MboxWriter()
-        lists = {}
         for count, docid in enumerate(docids, 1):
-            path = address_for(docid)
-            message = _message_at(archive, path, lists) if path is not None else None
-            if message is None:
-                continue
-            writer.add(message, docid in careful)
+            entry = index.entry(docid)
+            if entry is None:
+                continue  # deleted since the view chose it
+            writer.add(*entry)
             # Nothing is kept of a message once written.
-            original = message.original
-            message._p_deactivate()
-            if hasattr(original, "_p_deactivate"):
-                original._p_deactivate()
+            if hasattr(entry[0], "_p_deactivate"):
+                entry[0]._p_deactivate()
             if count % _TRIM_EVERY == 0:
                 connection.cacheGC()
             data = writer.take()
@@ -412,6 +449,6 @@ def mbox_links(request):
 
 
 def includeme(config):
-    config.add_catalog_index("mbox_care", make_care_index)
+    config.add_catalog_index("mbox", MboxIndex)
     config.add_request_method(mbox_links, "mbox_links", reify=True)
     config.scan(__name__)

@@ -1,0 +1,112 @@
+"""mbox export speed and memory over HTTP on a real archive, served by waitress.
+
+    .venv/bin/python bench/export.py [--data DIR] [--corpus PATH] [--runs N]
+
+Imports the corpus into DIR (skipped when DIR already holds an archive),
+serves it with ``pserve`` on a free loopback port, then downloads the
+whole list's export ``--runs`` times and one month's, printing for each the
+time to the first byte, the time to the last, the size and the server's
+resident memory after it: memory flat in the size of the list means the
+whole list leaves it where a month does. The last whole export is read
+back with kittypyr's own mbox reader and its messages counted.
+"""
+
+import argparse
+import gzip
+import http.client
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import served_archive  # noqa: E402
+
+LIST = "bench@lists.example.org"
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def download(port, url, keep=None):
+    """``(seconds to the first byte, seconds to the last, bytes)``; the body is written to ``keep``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    started = time.perf_counter()
+    connection.request("GET", url)
+    response = connection.getresponse()
+    if response.status != 200:
+        raise RuntimeError(f"{url} answered {response.status}")
+    first = None
+    size = 0
+    out = open(keep, "wb") if keep else None
+    try:
+        while True:
+            chunk = response.read1(1 << 20)
+            if not chunk:
+                break
+            if first is None:
+                first = time.perf_counter() - started
+            size += len(chunk)
+            if out is not None:
+                out.write(chunk)
+    finally:
+        if out is not None:
+            out.close()
+    total = time.perf_counter() - started
+    connection.close()
+    return first or total, total, size
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", help="folder for the archive (kept; reused when present)")
+    parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--month", default="2009-06", help="the month exported for comparison (YYYY-MM)")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    with served_archive(args.data, args.corpus, LIST, "kittypyr-export-") as (_, port, server, _):
+        print(f"server up in {time.perf_counter() - started:.1f} s (a new index is filled at the first start)")
+        year, month = args.month.split("-")
+        following = f"{int(year) + (month == '12'):04d}-{int(month) % 12 + 1:02d}"
+        month_url = f"/list/{LIST}/export/month.mbox.gz?start={args.month}-01&end={following}-01"
+        whole_url = f"/list/{LIST}/export/bench.mbox.gz"
+        print(f"server RSS at start: {rss_mb(server.pid):.0f} MB")
+        print(f"{'export':28} {'first byte s':>12} {'total s':>8} {'MB':>7} {'RSS after MB':>13}")
+        first, total, size = download(port, month_url)
+        print(f"{'month ' + args.month:28} {first:12.3f} {total:8.3f} {size / 1e6:7.1f} {rss_mb(server.pid):13.0f}")
+        kept = Path(tempfile.mkdtemp(prefix="kittypyr-export-")) / "bench.mbox.gz"
+        for run in range(1, args.runs + 1):
+            first, total, size = download(port, whole_url, keep=kept if run == args.runs else None)
+            print(f"{f'whole list, run {run}':28} {first:12.3f} {total:8.3f} {size / 1e6:7.1f} "
+                  f"{rss_mb(server.pid):13.0f}")
+        first, total, size = download(port, month_url)
+        print(f"{'month ' + args.month + ' again':28} {first:12.3f} {total:8.3f} {size / 1e6:7.1f} "
+              f"{rss_mb(server.pid):13.0f}")
+
+    from kittypyr.mailboxes import read_mail
+
+    plain = kept.with_suffix("")
+    with gzip.open(kept) as source, open(plain, "wb") as target:
+        while chunk := source.read(1 << 20):
+            target.write(chunk)
+    count = sum(1 for _ in read_mail(plain))
+    print(f"the whole export holds {count} messages ({plain.stat().st_size / 1e6:.0f} MB of mbox)")
+    plain.unlink()
+    kept.unlink()
+    kept.parent.rmdir()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    main()

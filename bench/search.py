@@ -1,12 +1,18 @@
 """Search latency over HTTP and the catalog's size, on a real archive.
 
     .venv/bin/python bench/search.py [--data DIR] [--corpus PATH] [--requests N] [--adversarial]
+    .venv/bin/python bench/search.py --scale 10 [--data DIR]
 
 Imports the corpus into DIR (skipped when DIR already holds an archive; the
 same folder as bench/pages.py can be shared), serves it with ``pserve``,
 and prints p50 / p95 latency of ``/search`` for a common word, a rare word,
-a phrase, ``from:`` with a word and a date range with a word, with the
-number of hits of each; then the catalog's size against the raw mail.
+a phrase, ``from:`` with a word, ``file:`` with a folder, a date range with a
+word, a word of added lines and a common word one result per thread, with
+the number of hits of each; then the catalog's size against the raw mail.
+
+``--scale N`` builds, beside the corpus's archive, one of N copies of it
+(each copy's Message-IDs rewritten, so none is a duplicate) and prints the
+p50 of every query on both, with their ratio.
 
 ``--adversarial`` times, instead, what one anonymous request may ask: a
 20,000-word phrase, a 1,000-branch OR query and a page number far past the
@@ -34,8 +40,13 @@ QUERIES = {
     "rare word": "yeeloong",
     "phrase": '"cache flush"',
     "from: + word": "from:ralf kernel",
+    "file:": "file:arch/mips/kernel/",
     "date range + word": "date:2010-01..2010-06 kernel",
+    "patch word": "added:cpu_has_fpu",
+    "one per thread": "kernel",
 }
+# Extra parameters of a query above.
+QUERY_PARAMS = {"one per thread": {"group": "thread"}}
 
 
 # Common words of the corpus, cycled: every word of the phrase is in the
@@ -87,11 +98,57 @@ def catalog_size(config):
         return {"catalog": total, "raw": raw}
 
 
-def hits(port, query):
+def scaled_corpus(corpus, copies, target):
+    """Write ``copies`` copies of ``corpus`` to ``target`` (an mbox), each with its own Message-IDs.
+
+    Every ``<local@domain>`` of a header block becomes ``<local.cN@domain>``
+    in copy N, so threads stay threads within their copy and no copy is a
+    duplicate of another.
+    """
+    import gzip
+    import re
+
+    msgid = re.compile(rb"<([^<>@\s]+)@")
+    if target.exists():
+        return target
+    partial = target.with_suffix(".partial")
+    with open(partial, "wb") as out:
+        for copy in range(copies):
+            suffix = b".c%d@" % copy
+            opener = gzip.open if str(corpus).endswith(".gz") else open
+            with opener(corpus, "rb") as source:
+                in_headers = False
+                previous_blank = True
+                for line in source:
+                    if previous_blank and line.startswith(b"From "):
+                        in_headers = True
+                    elif in_headers and line in (b"\n", b"\r\n"):
+                        in_headers = False
+                    elif in_headers:
+                        line = msgid.sub(lambda m: b"<" + m.group(1) + suffix, line)
+                    previous_blank = line in (b"\n", b"\r\n")
+                    out.write(line)
+    partial.rename(target)
+    return target
+
+
+def time_queries(port, requests):
+    """``{name: (query, hits, first ms, p50 ms, p95 ms)}`` for QUERIES."""
+    figures = {}
+    for name, query in QUERIES.items():
+        params = dict(QUERY_PARAMS.get(name, {}), q=query, mlist=LIST)
+        url = "/search?" + urllib.parse.urlencode(params)
+        cold, p50, p95 = measure(port, url, requests)
+        figures[name] = (query, hits(port, query, params), cold, p50, p95)
+    return figures
+
+
+def hits(port, query, params=None):
     import http.client
 
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    connection.request("GET", "/api/search?" + urllib.parse.urlencode({"q": query, "mlist": LIST}))
+    params = params or {"q": query, "mlist": LIST}
+    connection.request("GET", "/api/search?" + urllib.parse.urlencode(params))
     count = json.loads(connection.getresponse().read())["count"]
     connection.close()
     return count
@@ -104,10 +161,34 @@ def main():
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--adversarial", action="store_true",
                         help="time the costliest queries one request may ask")
+    parser.add_argument("--scale", type=int, default=0,
+                        help="also build an archive of this many copies of the corpus (new Message-IDs) "
+                             "in DATA/scaled-N and print both columns")
     parser.add_argument("--size-of", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.size_of:
         print(json.dumps(catalog_size(args.size_of)))
+        return
+
+    if args.scale:
+        data = Path(args.data or "/tmp/kittypyr-search-scale")
+        data.mkdir(parents=True, exist_ok=True)
+        columns = {}
+        with served_archive(str(data / "1x"), args.corpus, LIST, "kittypyr-search-") as (_, port, _, _):
+            columns["1x"] = time_queries(port, args.requests)
+        scaled = scaled_corpus(Path(args.corpus), args.scale, data / f"corpus-{args.scale}x.mbox")
+        with served_archive(str(data / f"{args.scale}x"), str(scaled), LIST, "kittypyr-search-") as (
+                _, port, server, _):
+            columns["scaled"] = time_queries(port, args.requests)
+            rss = rss_mb(server.pid)
+        print(f"{'query':20} {'q':30} {'hits 1x':>8} {'p50 1x':>8} {'hits ' + str(args.scale) + 'x':>9} "
+              f"{'p50 ' + str(args.scale) + 'x':>8} {'ratio':>6}")
+        for name in QUERIES:
+            query, found, _, p50, _ = columns["1x"][name]
+            _, found_scaled, _, p50_scaled, _ = columns["scaled"][name]
+            print(f"{name:20} {query:30} {found:8d} {p50:8.1f} {found_scaled:9d} {p50_scaled:8.1f} "
+                  f"{p50_scaled / p50:6.2f}")
+        print(f"server RSS after the {args.scale}x run: {rss:.0f} MB")
         return
 
     if args.adversarial:
@@ -127,10 +208,8 @@ def main():
 
     with served_archive(args.data, args.corpus, LIST, "kittypyr-search-") as (config, port, server, _):
         print(f"{'query':20} {'q':32} {'hits':>6} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}")
-        for name, query in QUERIES.items():
-            url = "/search?" + urllib.parse.urlencode({"q": query, "mlist": LIST})
-            cold, p50, p95 = measure(port, url, args.requests)
-            print(f"{name:20} {query:32} {hits(port, query):6d} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
+        for name, (query, found, cold, p50, p95) in time_queries(port, args.requests).items():
+            print(f"{name:20} {query:32} {found:6d} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
         print(f"server RSS after the run: {rss_mb(server.pid):.0f} MB")
 
     sizes = json.loads(subprocess.run([sys.executable, __file__, "--size-of", str(config)], check=True,

@@ -693,8 +693,13 @@ def _matching_line(text, pattern):
     Best is the author's own words, then quotes and patches, then
     header-like lines; the first such line in reading order.
     """
+    # Zones are worked out only as far as the first few matches reach.
+    matches = list(itertools.islice(pattern.finditer(text), 20))
+    if not matches:
+        return None
+    cut = text.find("\n", matches[-1].end())
     best = None
-    for zone, _, segment in message_zones("", "", text).segments:
+    for zone, _, segment in message_zones("", "", text if cut < 0 else text[:cut]).segments:
         for line in segment.split("\n"):
             found = pattern.search(line)
             if found is None:

@@ -222,8 +222,9 @@ def run_clients(messages, ports, clients, max_attempts, time_limit, on_answer):
                 given_up.append(name)
                 finish_one()
             else:
-                # As the plugin does: keep it and send it again later.
-                time.sleep(0.05)
+                # As the plugin does: keep it and send it again later
+                # (Mailman's plugin: with the next message, seconds later).
+                time.sleep(min(0.05 * 2 ** attempts, 2.0))
                 work.put(((name, raw), attempts + 1))
 
     started = time.monotonic()

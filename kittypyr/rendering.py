@@ -155,7 +155,7 @@ def render_body(text, fold_patches=None, diff_url=None, patch_anchors=False):
     for block in blocks:
         kind = block[0]
         if kind == "text":
-            parts.append(_pre("text", _inline("\n".join(block[1]))))
+            parts.append(_pre("text", _text_html(block[1])))
         elif kind == "quote":
             parts.append(_quote(block[1], block[2]))
         else:
@@ -296,10 +296,93 @@ def _pre(css_class, content):
     return f'<pre class="{css_class}">{content}</pre>'
 
 
+# A paragraph whose longest line is shorter than this was not hard-wrapped:
+# its line breaks are the author's (an address, a list, a poem).
+WRAPPED_WIDTH = 60
+
+# Aligned text: a run of three spaces, or two not after a sentence's end.
+_ALIGNED = re.compile(r"\S(?: {3,}|(?<![.!?:;,]) {2})\S")
+# Rules and box drawing of ASCII tables and diagrams.
+_RULE = re.compile(r"[-=+_*#~]{4,}|\|.*\|")
+_CODE_ENDS = (";", "{", "}", ")", "\\")
+
+
+def _is_fixed(lines):
+    """Whether a paragraph is code, a table or aligned text, which keep a fixed-width font and their lines."""
+    code_ends = 0
+    for line in lines:
+        if line[:1] in (" ", "\t") or "\t" in line or _ALIGNED.search(line) or _RULE.search(line):
+            return True
+        if line.rstrip().endswith(_CODE_ENDS):
+            code_ends += 1
+    return code_ends * 2 > len(lines)
+
+
+def _text_html(lines):
+    """The HTML inside a ``pre.text``: the text itself, with markup that only changes how it flows.
+
+    Prose keeps every character (so fixed-width reading and copying lose
+    nothing), but the line breaks of hard-wrapped paragraphs sit in
+    ``span.j``, which the stylesheet shows as spaces so the paragraph
+    reflows to the screen. Code, tables and aligned text sit in
+    ``span.fixed``, drawn in a fixed-width font with their line breaks.
+    """
+    contents = _inline("\n".join(lines)).split("\n")
+    out = []
+    start = 0
+    count = len(lines)
+    while start < count:
+        if not lines[start].strip():
+            out.append(contents[start])
+            if start + 1 < count:
+                out.append("\n")
+            start += 1
+            continue
+        end = start
+        while end < count and lines[end].strip():
+            end += 1
+        paragraph = lines[start:end]
+        shown = contents[start:end]
+        if _is_fixed(paragraph):
+            out.append('<span class="fixed">' + "\n".join(shown) + "</span>")
+        else:
+            width = max(len(line) for line in paragraph)
+            for offset, content in enumerate(shown):
+                out.append(content)
+                if offset + 1 < len(shown):
+                    wrapped = width >= WRAPPED_WIDTH and len(paragraph[offset].rstrip()) >= width * 0.7
+                    out.append('<span class="j">\n</span>' if wrapped else "\n")
+        if end < count:
+            out.append("\n")
+        start = end
+    return "".join(out)
+
+
+def _quote_levels_html(lines):
+    """The lines of a quote, each run of one nesting level in ``span.level-N`` (N from 1, then 4 for deeper)."""
+    contents = _inline("\n".join(lines)).split("\n")
+    out = []
+    current = None
+    for line, content in zip(lines, contents):
+        level = _QUOTE_PREFIX.match(line).group().count(">") if line.strip() else current
+        level = min(max(level or 1, 1), 4)
+        if level != current:
+            if current is not None:
+                out.append("</span>\n")
+            out.append(f'<span class="level-{level}">')
+            current = level
+        else:
+            out.append("\n")
+        out.append(content)
+    if current is not None:
+        out.append("</span>")
+    return "".join(out)
+
+
 def _quote(lines, depth):
     html = (
         f'<blockquote class="quote" data-depth="{int(depth)}">'
-        + _pre("text", _inline("\n".join(lines)))
+        + _pre("text", _quote_levels_html(lines))
         + "</blockquote>"
     )
     if len(lines) > FOLD_QUOTES_OVER:

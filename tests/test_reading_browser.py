@@ -67,7 +67,34 @@ def test_the_message_id_is_copied_whole(server, chromium):
     try:
         page.goto(server + message_url("cover"))
         page.click("button.copy")
-        assert page.locator("button.copy").inner_text() == "Copied"
+        page.wait_for_function("document.querySelector('button.copy').textContent === 'Copied'")
         assert page.evaluate("navigator.clipboard.readText()") == "cover@example.org"
+    finally:
+        context.close()
+
+
+def font_of(page, selector):
+    return page.locator(selector).first.evaluate("node => getComputedStyle(node).fontFamily")
+
+
+def test_prose_reflows_on_a_phone_and_fixed_width_is_remembered(server, chromium):
+    context = chromium.new_context(viewport={"width": 360, "height": 740})
+    page = context.new_page()
+    try:
+        page.goto(server + message_url("p1"))
+        body = f"#m-{h('p1')} pre.text"
+        assert "monospace" not in font_of(page, body)
+        assert "monospace" in font_of(page, f"#m-{h('p1')} pre.patch")
+        # The hard-wrapped paragraph reflows: its two source lines do not end where they did.
+        join = page.locator(f"{body} span.j").first
+        assert join.evaluate("node => getComputedStyle(node).whiteSpace") == "normal"
+
+        page.click("button.fixed-width-switch")
+        assert "monospace" in font_of(page, body)
+        assert page.locator("button.fixed-width-switch").get_attribute("aria-pressed") == "true"
+        page.goto(server + THREAD)
+        assert "monospace" in font_of(page, f"#m-{h('p1')} pre.text")
+        page.click("button.fixed-width-switch")
+        assert "monospace" not in font_of(page, f"#m-{h('p1')} pre.text")
     finally:
         context.close()

@@ -73,6 +73,31 @@
     });
   }
 
+  // Fixed-width text for every message, when the reader asks (remembered).
+  var FIXED_KEY = "kittypyr-fixed-width";
+  function storedFixed() {
+    try { return localStorage.getItem(FIXED_KEY) === "1"; } catch (e) { return false; }
+  }
+  document.documentElement.classList.toggle("fixed-width", storedFixed());
+  var firstMessages = document.querySelector(".messages");
+  if (firstMessages && firstMessages.querySelector(".body")) {
+    var style = document.createElement("p");
+    style.className = "text-style";
+    var fixed = document.createElement("button");
+    fixed.type = "button";
+    fixed.className = "fixed-width-switch";
+    fixed.textContent = "Fixed-width text";
+    fixed.setAttribute("aria-pressed", storedFixed() ? "true" : "false");
+    fixed.addEventListener("click", function () {
+      var on = !document.documentElement.classList.contains("fixed-width");
+      document.documentElement.classList.toggle("fixed-width", on);
+      fixed.setAttribute("aria-pressed", on ? "true" : "false");
+      try { localStorage.setItem(FIXED_KEY, on ? "1" : "0"); } catch (e) { /* private mode */ }
+    });
+    style.appendChild(fixed);
+    firstMessages.parentNode.insertBefore(style, firstMessages);
+  }
+
   // Relative time as a hint next to the exact date.
   function relative(date) {
     var seconds = (Date.now() - date.getTime()) / 1000;

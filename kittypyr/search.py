@@ -18,6 +18,7 @@ in the same problem line.
 """
 
 import calendar
+import functools
 import html
 import itertools
 import logging
@@ -394,9 +395,10 @@ def _sender_addresses(archive, list_addresses, term):
         if mailing_list is None:
             continue
         activity = activity_of(mailing_list)
-        for sender in activity.participants.keys():
-            if term in sender or term in activity.sender_names.get(sender, "").lower():
-                found.add(sender)
+        # Two walks of the trees, not a name lookup per sender.
+        found.update(sender for sender in activity.participants.keys() if term in sender)
+        found.update(sender for sender, name in activity.sender_names.items()
+                     if term in name.lower() and sender in activity.participants)
     return sorted(found)
 
 
@@ -699,8 +701,8 @@ def _matching_line(text, pattern):
         return None
     cut = text.find("\n", matches[-1].end())
     best = None
-    for zone, _, segment in message_zones("", "", text if cut < 0 else text[:cut]).segments:
-        for line in segment.split("\n"):
+    for zone, _, pieces in message_zones("", "", text if cut < 0 else text[:cut]).parts:
+        for line in itertools.chain.from_iterable(piece.split("\n") for piece in pieces):
             found = pattern.search(line)
             if found is None:
                 continue
@@ -712,11 +714,20 @@ def _matching_line(text, pattern):
     return best[1:] if best else None
 
 
+@functools.lru_cache(maxsize=256)
 def _words_pattern(words):
+    """The regular expression finding any of ``words`` (a tuple) at a word's start, cached."""
     if not words:
         return None
     alternatives = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
     return re.compile(r"(?<!\w)(?:" + alternatives + ")", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=256)
+def _marks_pattern(words):
+    """The regular expression marking ``words`` in escaped text, cached."""
+    return re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len, reverse=True)),
+                      re.IGNORECASE)
 
 
 def snippet(text, words):
@@ -729,7 +740,7 @@ def snippet(text, words):
     ``text`` are looked at.
     """
     text = text[:SNIPPET_SCAN_CHARS]
-    pattern = _words_pattern(words)
+    pattern = _words_pattern(tuple(words))
     found = _matching_line(text, pattern) if pattern is not None else None
     if found is None:
         piece, prefix = text, ""
@@ -750,10 +761,7 @@ def snippet(text, words):
     suffix = " …" if len(words_of_piece) > SNIPPET_CHARS or len(piece) > SNIPPET_CHARS * 2 else ""
     escaped = html.escape(obfuscate_address(shown))
     if words:
-        marks = re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len,
-                                                                             reverse=True)),
-                           re.IGNORECASE)
-        escaped = marks.sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
+        escaped = _marks_pattern(tuple(words)).sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
     return Markup(prefix + escaped + suffix)
 
 

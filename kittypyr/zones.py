@@ -48,17 +48,23 @@ SIGNATURE = "-- "
 class Zones:
     """A message's text by zone: ``segments`` of ``(flags, weight, text)`` in reading order."""
 
-    segments: list = field(default_factory=list)
+    parts: list = field(default_factory=list)  # [flags, weight, [lines]]
     paths: set = field(default_factory=set)  # files a patch in it touches
     has_patch: bool = False
 
     def add(self, flags, weight, text):
         if not text:
             return
-        if self.segments and self.segments[-1][:2] == (flags, weight):
-            self.segments[-1] = (flags, weight, self.segments[-1][2] + "\n" + text)
+        # Lines are gathered and joined once: adding to a string line by
+        # line costs the square of a long patch's length.
+        if self.parts and self.parts[-1][0] == flags and self.parts[-1][1] == weight:
+            self.parts[-1][2].append(text)
         else:
-            self.segments.append((flags, weight, text))
+            self.parts.append([flags, weight, [text]])
+
+    @property
+    def segments(self):
+        return [(flags, weight, "\n".join(lines)) for flags, weight, lines in self.parts]
 
 
 def _patch_line(zones, line, attached):

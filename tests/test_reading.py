@@ -9,7 +9,7 @@ from webtest import TestApp
 
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.msgid import message_id_hash
-from tests.mailbuilder import make_message
+from tests.mailbuilder import attachment, make_message, multipart, text_part
 from tests.test_app import make_app
 
 LIST = "mips@lists.example.org"
@@ -90,6 +90,12 @@ CORPUS = [
     # A long chain, for the outline around one message.
     mail(f"chain{n}", "Chain" if n == 0 else "Re: Chain", 2000 + n, f"chain{n - 1}" if n else None)
     for n in range(30)
+] + [
+    mail("attached", "The fix, attached", 9000, body=multipart(
+        "mixed", text_part("The patch is attached.\n"),
+        attachment(b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\xe9t\xe9\n+summer\n", "application/octet-stream", "fix.patch"),
+        attachment(b"<script>alert(1)</script>", "text/html", "page.html"),
+        attachment(b"\x89PNG\r\n\x1a\n", "image/png", "shot.png"))),
 ]
 
 
@@ -226,3 +232,21 @@ def test_message_outline_shows_the_neighbourhood_only(browser):
     assert not any(href.endswith(message_url("chain5")) for href in linked)
     whole = page.html.select_one("nav.outline a.whole-thread")
     assert whole["href"].endswith(f"/list/{LIST}/thread/{h('chain0')}/") and "30 messages" in whole.text
+
+
+def test_text_attachments_can_be_read_in_the_page_as_text(browser):
+    page = browser.get(message_url("attached"))
+    links = {li.select_one("a").text: li for li in page.html.select("ul.attachments li")}
+    assert set(links) == {"fix.patch", "page.html", "shot.png"}
+    assert links["shot.png"].select_one("a.as-text") is None
+    patch = browser.get(links["fix.patch"].select_one("a.as-text")["href"])
+    assert patch.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert patch.headers["Content-Disposition"].startswith("inline")
+    assert patch.headers["X-Content-Type-Options"] == "nosniff"
+    assert patch.text.splitlines()[3] == "-été"  # Latin-1 read as such, sent as UTF-8
+    html = browser.get(links["page.html"].select_one("a.as-text")["href"])
+    assert html.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert html.text == "<script>alert(1)</script>"
+    # The plain link still downloads the file as it came.
+    download = browser.get(links["fix.patch"].select_one("a")["href"])
+    assert download.headers["Content-Disposition"].startswith("attachment")

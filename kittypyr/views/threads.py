@@ -9,6 +9,7 @@ from pyramid.response import Response
 from pyramid.view import view_config, view_defaults
 
 from kittypyr.htmlview import html_parts
+from kittypyr.mail import decode_bytes
 from kittypyr.originals import recipients
 from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
@@ -30,6 +31,27 @@ from kittypyr.views.presentation import (
 MAX_INDENT = 8
 
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+# Attachments readers want to read in the browser (patches are often sent
+# as application/octet-stream): offered as text/plain, never as what they say.
+TEXT_TYPES = frozenset({"application/x-patch", "application/x-diff", "application/json", "application/xml",
+                        "application/x-sh", "application/x-shellscript", "application/javascript",
+                        "message/rfc822"})
+TEXT_EXTENSIONS = (".patch", ".diff", ".txt", ".log", ".c", ".h", ".py", ".sh", ".conf", ".cfg", ".ini",
+                   ".config", ".dts", ".dtsi", ".S", ".mk", ".md", ".rst", ".csv", ".json", ".xml", ".yaml",
+                   ".yml")
+
+# Larger ones are downloaded, not read in a tab.
+TEXT_VIEW_MAX = 4 * 1024 * 1024
+
+
+def readable_as_text(attachment):
+    """Whether the page offers to show ``attachment`` as plain text."""
+    if attachment.size > TEXT_VIEW_MAX:
+        return False
+    kind = attachment.content_type
+    return (kind.startswith("text/") or kind in TEXT_TYPES
+            or (attachment.filename or "").endswith(TEXT_EXTENSIONS))
 
 # A page shows at most this much of a body (characters of decoded text) and
 # links to the raw message for the rest: a 65 MB log pasted into a mail
@@ -96,7 +118,8 @@ def message_entry(message, depth=0, **options):
         # The sizes in characters of what is shown and of the whole, when cut.
         "cut": {"shown": human_size(shown), "total": human_size(len(text))} if shown < len(text) else None,
         "attachments": [
-            {"attachment": a, "name": file_label(a.filename), "size": human_size(a.size)}
+            {"attachment": a, "name": file_label(a.filename), "size": human_size(a.size),
+             "as_text": readable_as_text(a)}
             for a in message.attachments
         ],
     }
@@ -252,6 +275,13 @@ class MessageViews:
             raise HTTPNotFound() from None
         if len(subpath) == 1:
             return HTTPMovedPermanently(location=attachment_url(self.request, attachment))
+        if self.request.params.get("view") == "text" and readable_as_text(attachment):
+            # Text in whatever charset it came, sent as UTF-8 plain text:
+            # with nosniff, a browser never runs an HTML file shown so.
+            response = Response(body=decode_bytes(attachment.data(), None).encode("utf-8"),
+                                content_type="text/plain", charset="utf-8")
+            response.content_disposition = "inline"
+            return response
         response = Response(body=attachment.data(), content_type=attachment.content_type)
         disposition = "inline" if attachment.content_type in INLINE_TYPES else "attachment"
         response.content_disposition = f"{disposition}; filename*=UTF-8''{quote(attachment.filename, safe='')}"

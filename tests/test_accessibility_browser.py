@@ -22,6 +22,7 @@ PAGES = {
     "message": message_url("p1"),
     "search": "/search?q=flush",
     "profile": None,  # found from a message page
+    "html-view": message_url("letter") + "html",
 }
 
 

@@ -9,7 +9,7 @@ from webtest import TestApp
 
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.msgid import message_id_hash
-from tests.mailbuilder import attachment, make_message, multipart, text_part
+from tests.mailbuilder import attachment, html_part, make_message, multipart, text_part
 from tests.test_app import make_app
 
 LIST = "mips@lists.example.org"
@@ -96,6 +96,8 @@ CORPUS = [
         attachment(b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\xe9t\xe9\n+summer\n", "application/octet-stream", "fix.patch"),
         attachment(b"<script>alert(1)</script>", "text/html", "page.html"),
         attachment(b"\x89PNG\r\n\x1a\n", "image/png", "shot.png"))),
+    mail("letter", "Newsletter", 9500, body=html_part(
+        '<p>Read <a href="https://example.org/notes">the notes</a>.</p><img src="https://example.net/p.gif" alt="">')),
 ]
 
 

@@ -98,3 +98,13 @@ def test_prose_reflows_on_a_phone_and_fixed_width_is_remembered(server, chromium
         assert "monospace" not in font_of(page, f"#m-{h('p1')} pre.text")
     finally:
         context.close()
+
+
+def test_the_html_view_loads_our_stylesheet_and_nothing_remote(server, page):
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(server + message_url("letter"))
+    page.click("p.html-original a")
+    assert page.locator("div.html-mail a").get_attribute("href") == "https://example.org/notes"
+    assert page.locator("h1").evaluate("node => getComputedStyle(node).fontSize") == "24px"  # styled
+    assert [url for url in requested if not url.startswith(server)] == []

@@ -17,6 +17,7 @@ PARTS = (
     "kittypyr.votes",
     "kittypyr.tags",
     "kittypyr.exports",
+    "kittypyr.feeds",
     "kittypyr.htmlview",
     "kittypyr.views",
 )

@@ -1,0 +1,254 @@
+"""Atom feeds (RFC 4287) with threading (RFC 4685): new messages, new threads, a thread, a search.
+
+| path | feed |
+| --- | --- |
+| ``/list/<address>/feed/`` | the list's newest messages (HyperKitty served its RSS here) |
+| ``/list/<address>/feed/threads`` | the list's newest threads |
+| ``/list/<address>/thread/<key>/t.atom`` | one thread's newest messages |
+| ``/search.atom?q=&mlist=`` | a search's newest results |
+
+Every entry's id is its permalink, and a reply names its parent's with
+``thr:in-reply-to``; a thread entry links its own feed as ``replies`` with
+its count. What a feed shows is what the pages show: addresses written
+``jdoe at example.com``, bodies rendered as on the message's page (and cut
+sooner), deleted messages gone (they left the catalog), a private list's
+feeds closed to anyone who may not read the list (403, as its pages: feed
+readers send no cookie). ETag and Last-Modified let readers poll cheaply:
+an unchanged feed answers 304 before any entry is rendered.
+"""
+
+import re
+from xml.sax.saxutils import escape, quoteattr
+
+from pyramid.httpexceptions import HTTPNotFound
+from pyramid.response import Response
+from pyramid.traversal import find_root
+from pyramid.view import view_config
+from repoze.catalog.query import Eq
+from zope.index.text.parsetree import ParseError
+
+from kittypyr.catalog import search
+from kittypyr.rendering import obfuscate_address, render_body
+from kittypyr.resources import Archive, MailingList, Message, Thread
+from kittypyr.resources.browsing import Month
+from kittypyr.search import SearchLimits, message_query, visible_list_addresses
+from kittypyr.stats import activity_of
+from kittypyr.views.presentation import display_name, set_validators, subject_line
+from kittypyr.views.threads import shown_part
+
+ATOM_TYPE = "application/atom+xml"
+# Entries in a feed: feed readers poll often and keep what they saw.
+FEED_SIZE = 30
+# Characters of a body an entry carries; the message's page has the rest.
+FEED_TEXT_CHARS = 32 * 1024
+
+# What XML 1.0 cannot carry at all (mail holds control characters, and
+# undecodable bytes kept as surrogates): replaced, so the feed stays well-formed.
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(value):
+    return escape(_NOT_XML.sub("\ufffd", value or ""))
+
+
+def _attr(value):
+    return quoteattr(_NOT_XML.sub("\ufffd", value or ""))
+
+
+def atom_date(moment):
+    """RFC 3339, in UTC."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment.year >= 1000 else "1970-01-01T00:00:00Z"
+
+
+def _content(message, request):
+    text = message.body_text or ""
+    shown = shown_part(text, FEED_TEXT_CHARS)
+    html = str(render_body(shown))
+    if len(shown) < len(text):
+        html += f'<p><a href="{escape(request.resource_url(message))}">The rest of this message</a></p>'
+    return f'<content type="html">{_text(html)}</content>'
+
+
+def message_entry(request, message):
+    """One message as an Atom entry (a string of XML)."""
+    url = request.resource_url(message)
+    parts = [
+        "<entry>",
+        f"<id>{_text(url)}</id>",
+        f'<title type="text">{_text(subject_line(message.subject))}</title>',
+        f'<link rel="alternate" type="text/html" href={_attr(url)}/>',
+        f"<author><name>{_text(display_name(message.sender_name, message.sender_address))}</name></author>",
+        f"<published>{atom_date(message.date)}</published>",
+        f"<updated>{atom_date(message.date)}</updated>",
+    ]
+    parent = message.mailing_list.messages.data.get(message.parent) if message.parent else None
+    if parent is not None:
+        parent_url = request.resource_url(parent)
+        parts.append(f'<thr:in-reply-to ref={_attr(parent_url)} href={_attr(parent_url)} type="text/html"/>')
+    parts += [_content(message, request), "</entry>"]
+    return "".join(parts)
+
+
+def thread_entry(request, thread):
+    """A thread as an Atom entry: its first message, its replies counted and linked as their feed."""
+    url = request.resource_url(thread)
+    starter = thread.mailing_list.messages.data.get(thread.starter)
+    replies = max(len(thread) - 1, 0)
+    parts = [
+        "<entry>",
+        f"<id>{_text(url)}</id>",
+        f'<title type="text">{_text(subject_line(thread.subject))}</title>',
+        f'<link rel="alternate" type="text/html" href={_attr(url)}/>',
+        f'<link rel="replies" type="{ATOM_TYPE}" href={_attr(request.resource_url(thread, "t.atom"))} '
+        f'thr:count="{replies}" thr:updated="{atom_date(thread.last_date)}"/>',
+        f"<author><name>{_text(_sender_of(starter))}</name></author>",
+        f"<published>{atom_date(thread.date_started)}</published>",
+        f"<updated>{atom_date(thread.last_date)}</updated>",
+        f"<thr:total>{replies}</thr:total>",
+    ]
+    if starter is not None:
+        parts.append(_content(starter, request))
+    parts.append("</entry>")
+    return "".join(parts)
+
+
+def _sender_of(message):
+    return display_name(message.sender_name, message.sender_address) if message is not None else "(unknown sender)"
+
+
+def atom_response(request, self_url, title, page_url, entries, updated, subtitle=""):
+    """The feed document at ``self_url`` (its id too): ``entries`` are (already made) entry strings."""
+    body = "".join([
+        '<?xml version="1.0" encoding="utf-8"?>\n',
+        '<feed xmlns="http://www.w3.org/2005/Atom" xmlns:thr="http://purl.org/syndication/thread/1.0">',
+        f"<id>{_text(self_url)}</id>",
+        f'<title type="text">{_text(title)}</title>',
+        f'<subtitle type="text">{_text(subtitle)}</subtitle>' if subtitle else "",
+        f"<updated>{updated}</updated>",
+        f'<link rel="self" type="{ATOM_TYPE}" href={_attr(self_url)}/>',
+        f'<link rel="alternate" type="text/html" href={_attr(page_url)}/>',
+        # Entries name their own authors; the feed's is the archive.
+        "<author><name>kittypyr</name></author>",
+        '<generator>kittypyr</generator>',
+        *entries,
+        "</feed>\n",
+    ])
+    response = request.response
+    response.content_type = ATOM_TYPE
+    response.charset = "utf-8"
+    response.text = body
+    return response
+
+
+def _not_modified(request, last_modified, *parts):
+    """Set the validators; True when the reader's copy is current (the response is then a 304)."""
+    set_validators(request, last_modified, *parts)
+    response = request.response
+    if response.etag and request.if_none_match and response.etag in request.if_none_match:
+        response.status_int = 304
+        return True
+    return False
+
+
+def _newest_messages(archive, query, limit=FEED_SIZE):
+    _, found = search(archive, query, sort_index="date", reverse=True, limit=limit)
+    return [message for message in found if isinstance(message, Message)]
+
+
+def _messages_feed(request, self_url, messages, title, page_url, subtitle, *key):
+    updated = max((m.date for m in messages), default=None)
+    if _not_modified(request, updated, "atom", *key, *((m.__name__, m._p_serial) for m in messages)):
+        return request.response
+    return atom_response(request, self_url, title, page_url, [message_entry(request, m) for m in messages],
+                         atom_date(updated) if updated else "1970-01-01T00:00:00Z", subtitle)
+
+
+@view_config(context=MailingList, name="feed")
+def list_feed(context, request):
+    """``/list/<address>/feed/``: the newest messages; ``.../feed/threads``: the newest threads."""
+    if request.subpath == ("threads",):
+        return threads_feed(context, request)
+    if request.subpath:
+        raise HTTPNotFound()
+    query = Eq("kind", "message") & Eq("list", context.address)
+    messages = _newest_messages(find_root(context), query)
+    return _messages_feed(request, request.resource_url(context, "feed", ""), messages,
+                          f"{context.display_name}: new messages",
+                          request.resource_url(context), obfuscate_address(context.description or ""),
+                          context.address, context.message_count)
+
+
+def threads_feed(mailing_list, request):
+    threads = mailing_list.threads.data
+    newest = [threads[key] for key in activity_of(mailing_list).newest_thread_keys(FEED_SIZE) if key in threads]
+    updated = max((t.last_date for t in newest), default=None)
+    if _not_modified(request, updated, "atom-threads", mailing_list.address,
+                     *((t.__name__, len(t), t.last_date) for t in newest)):
+        return request.response
+    return atom_response(request, request.resource_url(mailing_list, "feed", "threads"),
+                         f"{mailing_list.display_name}: new threads", request.resource_url(mailing_list),
+                         [thread_entry(request, t) for t in newest],
+                         atom_date(updated) if updated else "1970-01-01T00:00:00Z",
+                         obfuscate_address(mailing_list.description or ""))
+
+
+@view_config(context=Thread, name="t.atom")
+def thread_feed(context, request):
+    """``/list/<address>/thread/<key>/t.atom``: the thread's newest messages."""
+    mailing_list = context.mailing_list
+    query = Eq("kind", "message") & Eq("list", mailing_list.address) & Eq("thread", context.__name__)
+    messages = _newest_messages(find_root(context), query)
+    return _messages_feed(request, request.resource_url(context, "t.atom"), messages,
+                          subject_line(context.subject), request.resource_url(context),
+                          f"A thread of {mailing_list.display_name}", context.__name__, len(context))
+
+
+@view_config(context=Archive, name="search.atom")
+def search_feed(context, request):
+    """``/search.atom?q=&mlist=``: the newest messages a search finds, in the lists the reader may see."""
+    text = request.params.get("q", "").strip()
+    mlist = request.params.get("mlist") or None
+    messages = []
+    if text:
+        asked = message_query(context, text, visible_list_addresses(request), mlist=mlist,
+                              limits=SearchLimits.from_settings(request.registry.settings))
+        if asked.catalog_query is not None:
+            try:
+                messages = _newest_messages(context, asked.catalog_query)
+            except ParseError:
+                messages = []
+    query = [("q", text)] + ([("mlist", mlist)] if mlist else [])
+    return _messages_feed(request, request.resource_url(context, "search.atom", query=query), messages,
+                          f"Search: {text}",
+                          request.resource_url(context, "search", query=query), "", "search", text, mlist)
+
+
+def feed_links(request):
+    """``[(title, url)]``: the feeds of the page's resource, for ``<link rel="alternate">`` and its template."""
+    context = getattr(request, "context", None)
+    if isinstance(context, Archive):
+        if request.view_name == "search" and request.params.get("q", "").strip():
+            query = [("q", request.params["q"])]
+            if request.params.get("mlist"):
+                query.append(("mlist", request.params["mlist"]))
+            return [("Feed of these results (Atom)", request.resource_url(context, "search.atom", query=query))]
+        return []
+    if not isinstance(context, (MailingList, Month, Thread, Message)):
+        return []
+    mailing_list = context if isinstance(context, MailingList) else context.mailing_list
+    if request.view_name or not request.has_permission("view", mailing_list):
+        return []
+    links = []
+    thread = context if isinstance(context, Thread) else None
+    if isinstance(context, Message):
+        thread = mailing_list.threads.data.get(context.thread)
+    if thread is not None:
+        links.append(("Feed of this thread (Atom)", request.resource_url(thread, "t.atom")))
+    links.append(("Feed of new messages (Atom)", request.resource_url(mailing_list, "feed", "")))
+    links.append(("Feed of new threads (Atom)", request.resource_url(mailing_list, "feed", "threads")))
+    return links
+
+
+def includeme(config):
+    config.add_request_method(feed_links, "feed_links", reify=True)
+    config.scan(__name__)

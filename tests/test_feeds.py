@@ -1,0 +1,232 @@
+"""Atom feeds as a feed reader reads them (WebTest, feedparser and the XML itself)."""
+
+import calendar
+import xml.etree.ElementTree as ET
+from datetime import datetime, timedelta, timezone
+
+import feedparser
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.moderation import delete_messages
+from kittypyr.msgid import message_id_hash
+from kittypyr.security import User
+from tests.accounts import FakeMailman, log_in
+from tests.mailbuilder import make_message
+from tests.test_app import make_app
+
+LIST = "dev@lists.example.org"
+PRIVATE = "board@lists.example.org"
+MEMBER = "member@example.org"
+START = datetime(2022, 9, 1, 8, 0, tzinfo=timezone.utc)
+ATOM = "{http://www.w3.org/2005/Atom}"
+THR = "{http://purl.org/syndication/thread/1.0}"
+BASE = "http://localhost"
+
+
+def mid(n):
+    return f"<feed{n}@example.org>"
+
+
+def h(n):
+    return message_id_hash(mid(n))
+
+
+def mail(n, subject, reply_to=None, body=None, sender=("Ada Lovelace", "ada@example.org"), minutes=None):
+    return make_message(message_id=mid(n), subject=subject, sender=sender,
+                        date=START + timedelta(minutes=n if minutes is None else minutes),
+                        in_reply_to=mid(reply_to) if reply_to is not None else None,
+                        body=body or f"Message {n}. Write to jdoe@example.com.\n")
+
+
+def fill(app):
+    """Thread 0 (0 <- 1 <- 2, 0 <- 3) and thread 4 (4 <- 5), and a private list."""
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        mailing_list.description = "Development, write to owner@example.org"
+        for raw in (mail(0, "Feeds"), mail(1, "Re: Feeds", 0), mail(2, "Re: Feeds", 1),
+                    mail(3, "Re: Feeds", 0),
+                    mail(4, "Ask bob@example.net \x01 about <feeds> & more", sender=("", "carl@example.org")),
+                    mail(5, "Re: Ask", 4)):
+            archive_message(mailing_list, raw)
+        board = ensure_mailing_list(env["root"], PRIVATE)
+        board.archive_policy = "private"
+        archive_message(board, make_message(message_id="<boardfeed@example.org>", subject="Feeds secret",
+                                            date=START, body="Confidential.\n"))
+        transaction.commit()
+
+
+@pytest.fixture
+def app(tmp_path):
+    application = make_app(tmp_path)
+    fill(application)
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def read_feed(response):
+    """The feed as feedparser reads it, checked well-formed and valid enough for it, and as XML."""
+    assert response.status_int == 200
+    assert response.content_type == "application/atom+xml"
+    parsed = feedparser.parse(response.body)
+    assert not parsed.bozo, parsed.get("bozo_exception")
+    assert parsed.version == "atom10"
+    return parsed, ET.fromstring(response.body)
+
+
+def url(n):
+    return f"{BASE}/list/{LIST}/message/{h(n)}/"
+
+
+def check_entries(parsed, root):
+    """What RFC 4287 asks of each entry: a unique id, a title, an author, an updated date."""
+    ids = [entry.id for entry in parsed.entries]
+    assert len(set(ids)) == len(ids)
+    for entry in parsed.entries:
+        assert entry.title and entry.author and entry.updated_parsed
+        assert entry.link == entry.id
+    assert root.find(f"{ATOM}id").text and root.find(f"{ATOM}updated").text
+    assert root.find(f"{ATOM}link[@rel='self']").get("href")
+
+
+def test_a_lists_new_messages_newest_first_with_their_threading(app):
+    parsed, root = read_feed(TestApp(app).get(f"/list/{LIST}/feed/"))
+    check_entries(parsed, root)
+    assert parsed.feed.title == "dev: new messages"
+    assert [entry.id for entry in parsed.entries] == [url(n) for n in (5, 4, 3, 2, 1, 0)]
+    first = parsed.entries[-1]
+    assert calendar.timegm(first.published_parsed) == int(START.timestamp())
+    assert calendar.timegm(parsed.entries[0].updated_parsed) == int((START + timedelta(minutes=5)).timestamp())
+    assert root.find(f"{ATOM}link[@rel='self']").get("href") == f"{BASE}/list/{LIST}/feed/"
+    # RFC 4685: each reply names its parent's entry.
+    replies = {entry.find(f"{ATOM}id").text: entry.find(f"{THR}in-reply-to")
+               for entry in root.findall(f"{ATOM}entry")}
+    assert replies[url(0)] is None and replies[url(4)] is None
+    for child, parent in ((1, 0), (2, 1), (3, 0), (5, 4)):
+        assert replies[url(child)].get("ref") == url(parent)
+        assert replies[url(child)].get("href") == url(parent)
+    assert "Message 2." in parsed.entries[3].content[0].value
+
+
+def test_feeds_write_addresses_as_the_pages_do_and_stay_well_formed(app):
+    for path in (f"/list/{LIST}/feed/", f"/list/{LIST}/feed/threads", f"/list/{LIST}/thread/{h(4)}/t.atom",
+                 "/search.atom?q=feeds"):
+        response = TestApp(app).get(path)
+        read_feed(response)
+        text = response.body.decode("utf-8")
+        for address in ("jdoe@example.com", "ada@example.org", "bob@example.net", "carl@example.org",
+                        "owner@example.org"):
+            assert address not in text, (path, address)
+        assert "\x01" not in text
+    parsed, _ = read_feed(TestApp(app).get(f"/list/{LIST}/feed/"))
+    assert "jdoe at example.com" in parsed.entries[0].content[0].value
+    assert parsed.entries[1].title == "Ask bob at example.net \ufffd about <feeds> & more"
+    assert parsed.entries[1].author == "carl at example.org"
+    assert parsed.entries[0].author == "Ada Lovelace"
+    assert parsed.feed.subtitle == "Development, write to owner at example.org"
+
+
+def test_a_lists_new_threads_count_and_link_their_replies(app):
+    parsed, root = read_feed(TestApp(app).get(f"/list/{LIST}/feed/threads"))
+    check_entries(parsed, root)
+    thread = lambda n: f"{BASE}/list/{LIST}/thread/{h(n)}/"  # noqa: E731
+    assert [entry.id for entry in parsed.entries] == [thread(4), thread(0)]
+    entries = {entry.find(f"{ATOM}id").text: entry for entry in root.findall(f"{ATOM}entry")}
+    assert entries[thread(0)].find(f"{THR}total").text == "3"
+    replies = entries[thread(0)].find(f"{ATOM}link[@rel='replies']")
+    assert replies.get("href") == thread(0) + "t.atom" and replies.get(f"{THR}count") == "3"
+    assert replies.get("type") == "application/atom+xml"
+    assert entries[thread(4)].find(f"{THR}total").text == "1"
+    assert "Message 0." in parsed.entries[1].content[0].value
+
+
+def test_one_threads_messages_and_a_searchs_results(app):
+    browser = TestApp(app)
+    parsed, root = read_feed(browser.get(f"/list/{LIST}/thread/{h(0)}/t.atom"))
+    check_entries(parsed, root)
+    assert [entry.id for entry in parsed.entries] == [url(n) for n in (3, 2, 1, 0)]
+    assert parsed.feed.title == "Feeds"
+    parsed, root = read_feed(browser.get("/search.atom", {"q": "feeds"}))
+    check_entries(parsed, root)
+    assert [entry.id for entry in parsed.entries] == [url(n) for n in (4, 3, 2, 1, 0)]
+    assert root.find(f"{ATOM}link[@rel='self']").get("href") == f"{BASE}/search.atom?q=feeds"
+    parsed, _ = read_feed(browser.get("/search.atom", {"q": "from:carl"}))
+    assert [entry.id for entry in parsed.entries] == [url(4)]
+    parsed, _ = read_feed(browser.get("/search.atom"))
+    assert parsed.entries == []
+    browser.get(f"/list/{LIST}/feed/nothing", status=404)
+
+
+def test_deleted_messages_leave_every_feed(app):
+    with prepare(registry=app.registry) as env:
+        delete_messages(env["root"].lists[LIST], [h(2)], User("mod@example.org", "Mod"))
+        transaction.commit()
+    browser = TestApp(app)
+    for path in (f"/list/{LIST}/feed/", f"/list/{LIST}/thread/{h(0)}/t.atom", "/search.atom?q=feeds"):
+        parsed, _ = read_feed(browser.get(path))
+        assert url(2) not in [entry.id for entry in parsed.entries], path
+        assert "Message 2." not in browser.get(path).text
+    _, root = read_feed(browser.get(f"/list/{LIST}/feed/threads"))
+    assert [e.find(f"{THR}total").text for e in root.findall(f"{ATOM}entry")] == ["1", "2"]
+
+
+def test_private_feeds_are_for_those_who_may_read_the_list(app, monkeypatch):
+    fake = FakeMailman(monkeypatch)
+    fake.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member")])
+    thread = message_id_hash("<boardfeed@example.org>")
+    private = [f"/list/{PRIVATE}/feed/", f"/list/{PRIVATE}/feed/threads", f"/list/{PRIVATE}/thread/{thread}/t.atom"]
+    anonymous = TestApp(app)
+    for path in private:
+        assert "Confidential" not in anonymous.get(path, status=403).text
+    assert "Feeds secret" not in anonymous.get("/search.atom", {"q": "feeds"}).text
+    member = TestApp(app)
+    log_in(member, MEMBER)
+    for path in private:
+        parsed, _ = read_feed(member.get(path))
+        assert parsed.entries[0].title == "Feeds secret"
+        assert member.get(path).headers["Cache-Control"] == "private"
+    assert "Feeds secret" in member.get("/search.atom", {"q": "feeds"}).text
+
+
+def test_feed_readers_poll_cheaply(app):
+    browser = TestApp(app)
+    for path in (f"/list/{LIST}/feed/", f"/list/{LIST}/feed/threads", f"/list/{LIST}/thread/{h(0)}/t.atom",
+                 "/search.atom?q=feeds"):
+        first = browser.get(path)
+        assert first.headers["ETag"] and first.headers["Last-Modified"]
+        again = browser.get(path, headers={"If-None-Match": first.headers["ETag"]}, status=304)
+        assert again.body == b""
+        browser.get(path, headers={"If-Modified-Since": first.headers["Last-Modified"]}, status=304)
+    etag = browser.get(f"/list/{LIST}/feed/").headers["ETag"]
+    assert browser.get(f"/list/{LIST}/feed/").headers["Last-Modified"] == "Thu, 01 Sep 2022 08:05:00 GMT"
+    with prepare(registry=app.registry) as env:
+        archive_message(env["root"].lists[LIST], mail(6, "Re: Feeds", 3))
+        transaction.commit()
+    fresh = browser.get(f"/list/{LIST}/feed/", headers={"If-None-Match": etag})
+    assert fresh.status_int == 200 and fresh.headers["ETag"] != etag
+    assert read_feed(fresh)[0].entries[0].id == url(6)
+
+
+def test_pages_name_their_feeds_for_browsers_and_feed_readers(app):
+    browser = TestApp(app)
+    pages = {
+        f"/list/{LIST}/": [f"/list/{LIST}/feed/", f"/list/{LIST}/feed/threads"],
+        f"/list/{LIST}/2022/9/": [f"/list/{LIST}/feed/", f"/list/{LIST}/feed/threads"],
+        f"/list/{LIST}/thread/{h(0)}/": [f"/list/{LIST}/thread/{h(0)}/t.atom", f"/list/{LIST}/feed/",
+                                         f"/list/{LIST}/feed/threads"],
+        f"/list/{LIST}/message/{h(5)}/": [f"/list/{LIST}/thread/{h(4)}/t.atom", f"/list/{LIST}/feed/",
+                                          f"/list/{LIST}/feed/threads"],
+        "/search?q=feeds": ["/search.atom?q=feeds"],
+    }
+    for path, expected in pages.items():
+        page = browser.get(path)
+        links = page.html.select('head link[rel="alternate"][type="application/atom+xml"]')
+        assert [link["href"].replace(BASE, "") for link in links] == expected, path
+        assert all(link.get("title") for link in links)
+        for link in links:
+            read_feed(browser.get(link["href"]))
+        assert [a["href"] for a in page.html.select("a.feed")] == [link["href"] for link in links], path
+    assert browser.get("/").html.select('head link[rel="alternate"]') == []

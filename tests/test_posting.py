@@ -192,3 +192,29 @@ def test_reply_headers_keep_line_breaks_out_and_leave_out_ids_with_nothing_usabl
     nothing = EmailMessage()
     add_reply_headers(nothing, "\x00", [])
     assert nothing["In-Reply-To"] is None and nothing["References"] is None
+
+
+def test_a_post_run_again_after_a_conflict_is_sent_once(tmp_path, mailman, smtp):
+    """pyramid_retry runs a request again after a conflict: the mail it sent is not sent twice."""
+    from tests import conflict_once
+
+    conflict_once.failed_once.clear()
+    app = make_app(tmp_path, includes="tests.conflict_once")
+    app.registry.settings.update({"kittypyr.smtp_host": "127.0.0.1", "kittypyr.smtp_port": str(smtp.port)})
+    try:
+        with prepare(registry=app.registry) as env:
+            ensure_mailing_list(env["root"], LIST)
+            transaction.commit()
+        browser = TestApp(app)
+        log_in(browser, MEMBER)
+        form = browser.get(f"/list/{LIST}/new").forms["compose-form"]
+        form["subject"], form["body"] = "Once only", "Sent a single time.\n"
+        assert form.submit().status_int == 303
+        assert ("post", f"/list/{LIST}/new") in conflict_once.failed_once  # it was run twice
+        smtp.wait_for(lambda m: b"Once only" in m.data, timeout=10)
+        import time
+
+        time.sleep(0.5)  # a second copy would be on its way by now
+        assert len([m for m in smtp.messages if b"Once only" in m.data]) == 1
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -102,6 +102,9 @@ def signup_form(context, request):
     return _signup_form(request)
 
 
+SIGNED_UP_KEY = "kittypyr.signed_up_address"
+
+
 @view_config(context=Archive, name="signup", request_method="POST", renderer="kittypyr.templates:signup.pt",
              permission=NO_PERMISSION_REQUIRED)
 def signup(context, request):
@@ -117,6 +120,10 @@ def signup(context, request):
                             f"Please choose a password of at least {MIN_PASSWORD_LENGTH} characters.", 400)
     if password != request.POST.get("password_again", ""):
         return _signup_form(request, values, "The two passwords differ.", 400)
+    if request.environ.get(SIGNED_UP_KEY) == values["address"]:
+        # Run again after a conflict (pyramid_retry reuses the environ): the
+        # account exists and its mail is sent; do neither twice.
+        return dict(_signup_form(request), sent_to=values["address"])
     try:
         create_account(request.registry, values["address"], values["display_name"], password)
     except AccountExists:
@@ -142,6 +149,7 @@ def signup(context, request):
         return _signup_form(request, values, (
             "Your account was created, but the confirmation mail could not be sent. "
             "Please try again later."), 503)
+    request.environ[SIGNED_UP_KEY] = values["address"]
     result = _signup_form(request)
     result["sent_to"] = values["address"]
     return result

@@ -97,22 +97,32 @@ class Compose:
                 if not joined:
                     notice = ("Your subscription waits for a moderator's approval; your message will be "
                               "held until then.")
-        message = mailer.new_message(request, user.address, user.display_name, self.mailing_list.address,
-                                     subject, body)
-        if self.is_reply:
-            mailer.add_reply_headers(message, self.context.message_id, self.context.references)
-        try:
-            mailer.send(request.registry, message)
-        except mailer.MailNotSent as exc:
-            log.error("post from %s to %s not sent: %s", user.address, self.mailing_list.address, exc)
-            return self.form(subject, body, "Your message could not be sent right now. Please try again later.",
-                             503)
-        log.info("%s posted %s to %s from the web", user.address, message["Message-ID"], self.mailing_list.address)
+        # The environ outlives a retry (pyramid_retry runs the request again
+        # on the same environ after a conflict): a post already sent by an
+        # earlier attempt is not sent again.
+        sent_before = request.environ.get(SENT_KEY)
+        if sent_before is None:
+            message = mailer.new_message(request, user.address, user.display_name, self.mailing_list.address,
+                                         subject, body)
+            if self.is_reply:
+                mailer.add_reply_headers(message, self.context.message_id, self.context.references)
+            try:
+                mailer.send(request.registry, message)
+            except mailer.MailNotSent as exc:
+                log.error("post from %s to %s not sent: %s", user.address, self.mailing_list.address, exc)
+                return self.form(subject, body,
+                                 "Your message could not be sent right now. Please try again later.", 503)
+            request.environ[SENT_KEY] = message["Message-ID"]
+            log.info("%s posted %s to %s from the web", user.address, message["Message-ID"],
+                     self.mailing_list.address)
         request.session.flash(notice)
         target = self.mailing_list
         if self.is_reply:
             target = self.mailing_list.threads.data.get(self.context.thread) or self.context
         return HTTPSeeOther(request.resource_url(target))
+
+
+SENT_KEY = "kittypyr.posted_message_id"
 
 
 @view_defaults(permission="post", renderer="kittypyr.templates:compose.pt")

@@ -35,6 +35,21 @@ def echo_form(context, request):
     return {"fields": dict(request.POST.items())}
 
 
+def fail_after_posting_tween_factory(handler, registry):
+    """A post from the web conflicts once after its view ran (and sent the mail)."""
+
+    def fail_once_after(request):
+        response = handler(request)
+        key = ("post", request.path_info)
+        if request.method == "POST" and request.path_info.endswith(("/reply", "/new")) and key not in failed_once:
+            failed_once.add(key)
+            raise ConflictError("forced conflict after a post was sent")
+        return response
+
+    return fail_once_after
+
+
 def includeme(config):
     config.add_subscriber(fail_first_attempt, IMessageArchived)
+    config.add_tween("tests.conflict_once.fail_after_posting_tween_factory", under="pyramid_tm.tm_tween_factory")
     config.scan(__name__)

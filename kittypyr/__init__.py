@@ -2,7 +2,7 @@
 
 from pyramid.config import Configurator
 from pyramid.scripting import prepare
-from pyramid.settings import aslist
+from pyramid.settings import asbool, aslist
 from ZODB.POSException import ConflictError
 
 PARTS = (
@@ -10,6 +10,7 @@ PARTS = (
     "kittypyr.retries",
     "kittypyr.security",
     "kittypyr.mailman",
+    "kittypyr.standalone",
     "kittypyr.catalog",
     "kittypyr.stats",
     "kittypyr.search",
@@ -43,6 +44,10 @@ def main(global_config, **settings):
             config.include(extension)
         app = config.make_wsgi_app()
     _bootstrap_storage(app.registry)
+    if asbool(settings.get("kittypyr.warm_up", False)):
+        from kittypyr.warmup import warm_up
+
+        warm_up(app, connections=int(settings.get("kittypyr.warm_up_connections", 1)))
     return app
 
 

@@ -27,13 +27,17 @@ $(TEST_STAMP): $(STAMP)
 /usr/bin/chromium:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
+# tests/test_deploy.py runs Debian's nginx in front of kittypyr (never as a service).
+/usr/sbin/nginx:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx
+
 install-test: $(TEST_STAMP)
 
 serve: install
 	mkdir -p var/blobs
 	$(BIN)/pserve $(CONFIG)
 
-test: install-test /usr/bin/chromium mailman-venv
+test: install-test /usr/bin/chromium /usr/sbin/nginx mailman-venv
 	$(BIN)/python -m pytest tests
 
 bench: install

@@ -1,0 +1,160 @@
+"""deploy/: the nginx example passes ``nginx -t``, and kittypyr serves under /archives/ behind it.
+
+waitress believes X-Forwarded-* from the trusted proxy only (deploy/kittypyr.ini).
+"""
+
+import http.client
+import re
+import shutil
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, wait_for_port
+from tests.mailbuilder import make_message
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+SITE = "lists.example.org"
+LIST = "dev@lists.example.org"
+
+needs_nginx = pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is missing: `make test` installs it")
+
+
+def adapted_ini(folder, port):
+    """deploy/kittypyr.ini with the storage in ``folder``, waitress on ``port`` and no Mailman."""
+    text = (DEPLOY / "kittypyr.ini").read_text()
+    text = re.sub(r"(?m)^zodbconn\.uri = .*$",
+                  f"zodbconn.uri = file://{folder}/Data.fs?blobstorage_dir={folder}/blobs", text)
+    text = text.replace("listen = 127.0.0.1:6543", f"listen = 127.0.0.1:{port}")
+    text = re.sub(r"(?m)^kittypyr\.mailman_(url|user|password) = .*\n", "", text)
+    text = text.replace("kittypyr.warm_up = true", "kittypyr.warm_up = false")
+    path = folder / "kittypyr.ini"
+    path.write_text(text)
+    return path
+
+
+def nginx_site(folder, upstream_port, http_port, https_port):
+    """deploy/nginx/kittypyr.conf on free ports, a throw-away certificate, in a main nginx.conf of its own."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={SITE}",
+                    "-keyout", str(folder / "key.pem"), "-out", str(folder / "cert.pem")],
+                   check=True, capture_output=True)
+    site = (DEPLOY / "nginx" / "kittypyr.conf").read_text()
+    site = site.replace("server 127.0.0.1:6543;", f"server 127.0.0.1:{upstream_port};")
+    site = re.sub(r"(?m)^\s*listen \[::\].*\n", "", site)  # no IPv6 needed on loopback
+    site = site.replace("listen 80;", f"listen 127.0.0.1:{http_port};")
+    site = site.replace("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
+    site = site.replace(f"/etc/letsencrypt/live/{SITE}/fullchain.pem", str(folder / "cert.pem"))
+    site = site.replace(f"/etc/letsencrypt/live/{SITE}/privkey.pem", str(folder / "key.pem"))
+    (folder / "site.conf").write_text(site)
+    temp = "\n".join(f"    {kind}_temp_path {folder}/{kind};" for kind in
+                     ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    main = folder / "nginx.conf"
+    main.write_text(f"""pid {folder}/nginx.pid;
+error_log {folder}/error.log;
+events {{}}
+http {{
+    access_log {folder}/access.log;
+{temp}
+    include {folder}/site.conf;
+}}
+""")
+    return main
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("deploy")
+    (folder / "blobs").mkdir()
+    port = free_port()
+    config = adapted_ini(folder, port)
+    mbox = folder / "dev.mbox"
+    mbox.write_bytes(mbox_bytes([make_message(message_id="<dep1@example.org>", subject="Behind the proxy",
+                                              to=LIST)]))
+    kittypyr("import", config, LIST, mbox, "--quiet", "--policy", "public", check=True)
+    log = open(folder / "server.log", "ab")
+    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
+    try:
+        wait_for_port(port, process=server)
+        yield folder, port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def get(port, path, headers=(), source="127.0.0.1", tls=False):
+    if tls:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=context)
+    else:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
+    connection.request("GET", path, headers=dict(headers))
+    response = connection.getresponse()
+    body = response.read().decode("utf-8", "replace")
+    connection.close()
+    return response.status, response.getheader("Location"), body
+
+
+FORWARDED = {"Host": SITE, "X-Forwarded-Proto": "https", "X-Forwarded-Host": SITE, "X-Forwarded-For": "203.0.113.9"}
+
+
+def test_links_and_redirects_carry_the_prefix_from_the_trusted_proxy(served):
+    folder, port = served
+    status, _, page = get(port, "/archives/", FORWARDED)
+    assert status == 200
+    assert f'href="https://{SITE}/archives/list/{LIST}/"' in page
+    assert f'href="https://{SITE}/archives/static/kittypyr.css"' in page
+    status, location, _ = get(port, "/archives/list/Dev@Lists.Example.org/", FORWARDED)
+    assert (status, location) == (301, f"https://{SITE}/archives/list/{LIST}/")
+
+
+def test_forwarded_headers_from_anyone_else_are_ignored(served):
+    folder, port = served
+    # 127.0.0.2 is this machine too, but not the trusted proxy's address.
+    status, location, _ = get(port, "/archives/list/Dev@Lists.Example.org/",
+                              {**FORWARDED, "Host": f"127.0.0.1:{port}", "X-Forwarded-Host": "evil.example"},
+                              source="127.0.0.2")
+    assert status == 301
+    assert location == f"http://127.0.0.1:{port}/archives/list/{LIST}/"
+
+
+@needs_nginx
+def test_the_nginx_example_passes_nginx_t(tmp_path):
+    main = nginx_site(tmp_path, free_port(), free_port(), free_port())
+    result = subprocess.run([NGINX, "-t", "-c", str(main), "-p", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "syntax is ok" in result.stderr
+
+
+@needs_nginx
+def test_served_under_archives_through_nginx(served, tmp_path):
+    folder, port = served
+    http_port, https_port = free_port(), free_port()
+    main = nginx_site(tmp_path, port, http_port, https_port)
+    proxy = subprocess.Popen([NGINX, "-c", str(main), "-p", str(tmp_path), "-g", "daemon off;"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(https_port, process=proxy)
+        host = {"Host": SITE}
+        assert get(http_port, "/archives/", host)[:2] == (301, f"https://{SITE}/archives/")
+        assert get(https_port, "/archives", host, tls=True)[:2] == (301, f"https://{SITE}/archives/")
+        status, _, page = get(https_port, "/archives/", {**host, "X-Forwarded-Host": "evil.example"}, tls=True)
+        assert status == 200, page
+        # nginx passes the port the reader reached (443, left out of URLs, in production).
+        site = f"https://{SITE}:{https_port}/archives/"
+        assert f'href="{site}list/{LIST}/"' in page, re.findall(r'href="[^"]*"', page)
+        assert "evil.example" not in page
+        status, location, _ = get(https_port, "/archives/list/Dev@Lists.Example.org/", host, tls=True)
+        assert (status, location) == (301, f"{site}list/{LIST}/")
+        status, _, page = get(https_port, f"/archives/list/{LIST}/", host, tls=True)
+        assert status == 200 and "Behind the proxy" in page
+        # The archiver API is for Mailman on loopback, never through the proxy.
+        assert get(https_port, f"/archives/api/mailman/urls?mlist={LIST}", host, tls=True)[0] == 403
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=30)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.functional import free_port, kittypyr, mbox_bytes, served, write_config
-from tests.test_reading import CORPUS, LIST, THREAD, h, message_url
+from tests.test_reading import CORPUS, LIST, THREAD, message_url
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 

@@ -15,6 +15,7 @@ from pyramid_zodbconn import get_connection
 from repoze.catalog.query import Eq
 from zc.lockfile import LockError
 from ZODB.FileStorage import FileStorage
+from ZODB.POSException import ConflictError
 
 from kittypyr import upkeep
 from kittypyr.catalog import reindex_archive, search
@@ -51,6 +52,24 @@ def prepare_list(archive, registry, list_address, policy=None):
         f", {mailing_list.policy_reason}" if mailing_list.policy_reason else "")
 
 
+def _commit_prepared_list(env, list_address, policy, attempts=5):
+    """Commit ``prepare_list``; returns its line.
+
+    Importers of one new list started at once (one per host, over ZEO or
+    RelStorage) all make the list; those that commit after the first
+    conflict, and start over to find it made.
+    """
+    for attempt in range(attempts):
+        try:
+            line = prepare_list(env["root"], env["registry"], list_address, policy)
+            transaction.manager.commit()
+            return line
+        except ConflictError:
+            transaction.manager.abort()
+            if attempt == attempts - 1:
+                raise
+
+
 def command_import(args):
     from kittypyr.addresses import normalize_list_address
     from kittypyr.importing import import_mail
@@ -61,8 +80,7 @@ def command_import(args):
               "(such as dev@lists.example.org)", file=sys.stderr)
         return 2
     with _environment(args.config) as env:
-        policy_line = prepare_list(env["root"], env["registry"], list_address, args.policy)
-        transaction.manager.commit()
+        policy_line = _commit_prepared_list(env, list_address, args.policy)
         report = import_mail(
             env["root"],
             list_address,

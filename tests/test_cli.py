@@ -321,3 +321,37 @@ def test_import_refuses_what_is_no_list_address(tmp_path, config):
     result = kittypyr("import", config, "../x@y", mbox)
     assert result.returncode == 2 and "is not a list's posting address" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_importer_whose_new_list_another_importer_made_first_imports_into_it(tmp_path, config, monkeypatch,
+                                                                                   capsys):
+    # Two importers of one new list started at once: both make the list, and
+    # the one that commits second conflicts. It must start over and find the
+    # list made, not stop with a ConflictError.
+    from kittypyr import cli
+    from kittypyr.archiving import ensure_mailing_list
+    from kittypyr.bootstrap import ROOT_KEY
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10)))
+    prepare = cli.prepare_list
+    raced = []
+
+    def other_importer_first(archive, registry, list_address, policy=None):
+        line = prepare(archive, registry, list_address, policy)
+        if not raced:
+            raced.append(archive._p_jar.db())
+            manager = transaction.TransactionManager()
+            other = archive._p_jar.db().open(transaction_manager=manager)
+            try:
+                ensure_mailing_list(other.root()[ROOT_KEY], list_address)
+                manager.commit()
+            finally:
+                other.close()
+        return line
+
+    monkeypatch.setattr(cli, "prepare_list", other_importer_first)
+    assert cli.main(["import", str(config), LIST, str(mbox), "--workers", "0", "--quiet"]) == 0
+    raced[0].close()  # the command leaves its database to the process
+    assert "read 10, archived 10, duplicates 0" in capsys.readouterr().out
+    assert info(config, LIST)["messages"] == 10

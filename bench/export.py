@@ -7,8 +7,11 @@ serves it with ``pserve`` on a free loopback port, then downloads the
 whole list's export ``--runs`` times and one month's, printing for each the
 time to the first byte, the time to the last, the size and the server's
 resident memory after it: memory flat in the size of the list means the
-whole list leaves it where a month does. The last whole export is read
-back with kittypyr's own mbox reader and its messages counted.
+whole list leaves it where a month does (it grows over the first runs
+while the pool's connections fill their object caches, then stays). The
+server's CPU seconds are printed beside the wall-clock times, which a busy
+machine stretches. The last whole export is read back with kittypyr's own
+mbox reader and its messages counted.
 """
 
 import argparse
@@ -35,6 +38,13 @@ def rss_mb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cpu_seconds_of(pid):
+    """User and system CPU seconds the process has used so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def download(port, url, keep=None):
@@ -70,7 +80,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="folder for the archive (kept; reused when present)")
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--month", default="2009-06", help="the month exported for comparison (YYYY-MM)")
     args = parser.parse_args()
 
@@ -82,17 +92,22 @@ def main():
         month_url = f"/list/{LIST}/export/month.mbox.gz?start={args.month}-01&end={following}-01"
         whole_url = f"/list/{LIST}/export/bench.mbox.gz"
         print(f"server RSS at start: {rss_mb(server.pid):.0f} MB")
-        print(f"{'export':28} {'first byte s':>12} {'total s':>8} {'MB':>7} {'RSS after MB':>13}")
-        first, total, size = download(port, month_url)
-        print(f"{'month ' + args.month:28} {first:12.3f} {total:8.3f} {size / 1e6:7.1f} {rss_mb(server.pid):13.0f}")
+        print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"{'export':26} {'first byte s':>12} {'total s':>8} {'server CPU s':>12} {'MB':>6} "
+              f"{'RSS after MB':>12}")
+
+        def measure(label, url, keep=None):
+            cpu = cpu_seconds_of(server.pid)
+            first, total, size = download(port, url, keep=keep)
+            print(f"{label:26} {first:12.3f} {total:8.3f} {cpu_seconds_of(server.pid) - cpu:12.2f} "
+                  f"{size / 1e6:6.1f} {rss_mb(server.pid):12.0f}")
+
+        measure(f"month {args.month}", month_url)
         kept = Path(tempfile.mkdtemp(prefix="kittypyr-export-")) / "bench.mbox.gz"
         for run in range(1, args.runs + 1):
-            first, total, size = download(port, whole_url, keep=kept if run == args.runs else None)
-            print(f"{f'whole list, run {run}':28} {first:12.3f} {total:8.3f} {size / 1e6:7.1f} "
-                  f"{rss_mb(server.pid):13.0f}")
-        first, total, size = download(port, month_url)
-        print(f"{'month ' + args.month + ' again':28} {first:12.3f} {total:8.3f} {size / 1e6:7.1f} "
-              f"{rss_mb(server.pid):13.0f}")
+            measure(f"whole list, run {run}", whole_url, keep=kept if run == args.runs else None)
+        measure(f"month {args.month} again", month_url)
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
 
     from kittypyr.mailboxes import read_mail
 

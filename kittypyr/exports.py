@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 import BTrees
 import transaction
 from persistent import Persistent
-from pyramid.httpexceptions import HTTPBadRequest, HTTPNotFound
+from pyramid.httpexceptions import HTTPBadRequest, HTTPMovedPermanently, HTTPNotFound
 from pyramid.response import Response
 from pyramid.traversal import resource_path
 from pyramid.view import view_config
@@ -44,7 +44,7 @@ from zope.interface import implementer
 
 from kittypyr.bootstrap import ROOT_KEY
 from kittypyr.resources import Archive, MailingList, Message, Thread
-from kittypyr.resources.browsing import Month
+from kittypyr.resources.browsing import Month, ThreadAlias
 from kittypyr.resources.message import CompressedOriginal
 from kittypyr.search import SearchLimits, date_query, message_query, visible_list_addresses
 
@@ -290,6 +290,8 @@ def stream_mbox(db, docids):
         yield writer.finish()
     finally:
         manager.abort()
+        # The connection goes back to the pool: it keeps nothing of the export.
+        connection.cacheMinimize()
         connection.close()
 
 
@@ -386,6 +388,12 @@ def export_thread(context, request):
     if not _SAFE_FILENAME.fullmatch(filename):
         filename = f"{context.__name__}{SUFFIX}"
     return mbox_response(request, filename, export_docids(request.root, query))
+
+
+@view_config(context=ThreadAlias, name="t.mbox.gz")
+def export_thread_alias(context, request):
+    """A merged thread's old key leads to the export of the thread it joined."""
+    return HTTPMovedPermanently(location=request.resource_url(context.target, request.view_name))
 
 
 @view_config(context=Archive, name="search.mbox.gz")

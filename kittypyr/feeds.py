@@ -20,7 +20,7 @@ an unchanged feed answers 304 before any entry is rendered.
 import re
 from xml.sax.saxutils import escape, quoteattr
 
-from pyramid.httpexceptions import HTTPNotFound
+from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
 from pyramid.response import Response
 from pyramid.traversal import find_root
 from pyramid.view import view_config
@@ -30,7 +30,7 @@ from zope.index.text.parsetree import ParseError
 from kittypyr.catalog import search
 from kittypyr.rendering import obfuscate_address, render_body
 from kittypyr.resources import Archive, MailingList, Message, Thread
-from kittypyr.resources.browsing import Month
+from kittypyr.resources.browsing import Month, ThreadAlias
 from kittypyr.search import SearchLimits, message_query, visible_list_addresses
 from kittypyr.stats import activity_of
 from kittypyr.views.presentation import display_name, set_validators, subject_line
@@ -201,6 +201,12 @@ def thread_feed(context, request):
     return _messages_feed(request, request.resource_url(context, "t.atom"), messages,
                           subject_line(context.subject), request.resource_url(context),
                           f"A thread of {mailing_list.display_name}", context.__name__, len(context))
+
+
+@view_config(context=ThreadAlias, name="t.atom")
+def thread_alias_feed(context, request):
+    """A merged thread's old key leads to the feed of the thread it joined."""
+    return HTTPMovedPermanently(location=request.resource_url(context.target, request.view_name))
 
 
 @view_config(context=Archive, name="search.atom")

@@ -250,3 +250,32 @@ def test_pages_link_to_their_exports(app, tmp_path):
     thread_page = browser.get(f"/list/{LIST}/message/{h(1)}/")
     assert f"/list/{LIST}/thread/{h(0)}/t.mbox.gz" in [a["href"].replace("http://localhost", "")
                                                        for a in thread_page.html.select("a.mbox")]
+
+
+def test_large_originals_and_the_old_keys_of_merged_threads(app, tmp_path):
+    import random
+
+    from tests.mailbuilder import attachment, multipart
+
+    # Over 256 KB compressed: the original is a blob file, not a record.
+    big = make_message(message_id="<big@example.org>", subject="A large one", date=START + timedelta(days=9),
+                       in_reply_to="<late@example.org>",
+                       body=multipart("mixed", "See the file.\nFrom the lab.\n",
+                                      attachment(random.Random(1).randbytes(400_000), filename="noise.bin")))
+    late = make_message(message_id="<late@example.org>", subject="Late start", date=START + timedelta(days=8))
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        archive_message(mailing_list, big)
+        # The parent arrives after its reply: the reply's thread joins the parent's.
+        archive_message(mailing_list, late)
+        assert type(mailing_list.messages[message_id_hash("<big@example.org>")].original).__name__ == "Blob"
+        transaction.commit()
+    browser = TestApp(app)
+    old_key = message_id_hash("<big@example.org>")
+    moved = browser.get(f"/list/{LIST}/thread/{old_key}/t.mbox.gz", status=301)
+    assert moved.location == f"http://localhost/list/{LIST}/thread/{message_id_hash('<late@example.org>')}/t.mbox.gz"
+    export = moved.follow()
+    assert unpacked(export, tmp_path) == {message_id_hash("<late@example.org>"): late, old_key: big}
+    assert b"\n>From the lab.\n" in gzip.decompress(export.body)
+    feed = browser.get(f"/list/{LIST}/thread/{old_key}/t.atom", status=301)
+    assert feed.location.endswith(f"/thread/{message_id_hash('<late@example.org>')}/t.atom")

@@ -11,6 +11,7 @@ PARTS = (
     "kittypyr.security",
     "kittypyr.mailman",
     "kittypyr.standalone",
+    "kittypyr.standalone",
     "kittypyr.catalog",
     "kittypyr.stats",
     "kittypyr.search",

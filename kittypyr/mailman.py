@@ -480,7 +480,11 @@ def list_refresh_tween_factory(handler, registry):
     def refresh_lists_then_handle(request):
         databases = getattr(registry, "_zodb_databases", None)  # pyramid_zodbconn's
         addresses = lists_to_refresh(request.path_info)
-        if databases and addresses != []:
+        # While Mailman is silent nothing is asked of it for each list (and
+        # nothing logged for each): kittypyr.standalone says so once.
+        from kittypyr.standalone import presence
+
+        if databases and addresses != [] and presence.available(registry):
             try:
                 list_refresher.refresh(registry, databases[""], addresses)
             except Exception:  # whatever happens, the page is served with what is known

@@ -6,7 +6,7 @@ on which lists. The integration tests in test_accounts_mailman.py and
 test_mailman.py ask a real Mailman core instead.
 """
 
-from kittypyr import security
+from kittypyr import security, standalone
 from kittypyr.mailman import LoginRefused
 from kittypyr.views import accounts as account_views
 
@@ -20,6 +20,8 @@ class FakeMailman:
         self.roles = {}
         monkeypatch.setattr(account_views, "check_login", self.check_login)
         monkeypatch.setattr(security.memberships, "_fetch", self.fetch)
+        # It answers: pages offer logging in, replying and voting.
+        monkeypatch.setattr(standalone.presence, "available", lambda registry: True)
         security.memberships.entries.clear()
         security.login_throttle.failures.clear()
 

@@ -139,6 +139,9 @@
     var score = form.querySelector(".score");
     score.textContent = answer.score;
     score.setAttribute("title", answer.up + " up, " + answer.down + " down");
+    var ups = form.querySelector(".ups"), downs = form.querySelector(".downs");
+    if (ups) { ups.textContent = answer.up; }
+    if (downs) { downs.textContent = answer.down; }
     [["button.vote-up", 1], ["button.vote-down", -1]].forEach(function (pair) {
       var button = form.querySelector(pair[0]);
       var pressed = answer.mine === pair[1];
@@ -156,6 +159,7 @@
         var badge = other.parentNode.querySelector(".reputation");
         if (other.getAttribute("href") === link.getAttribute("href") && badge) {
           badge.textContent = (answer.reputation >= 0 ? "+" : "") + answer.reputation;
+          badge.hidden = answer.reputation === 0;  // +0 says nothing
         }
       });
     }

@@ -81,9 +81,10 @@ def message_entry(request, message):
         f"<published>{atom_date(message.date)}</published>",
         f"<updated>{atom_date(message.date)}</updated>",
     ]
-    parent = message.mailing_list.messages.data.get(message.parent) if message.parent else None
-    if parent is not None:
-        parent_url = request.resource_url(parent)
+    messages = message.mailing_list.messages
+    # The parent's permalink is made from its hash: its record is not read.
+    if message.parent and message.parent in messages.data:
+        parent_url = request.resource_url(messages, message.parent, "")
         parts.append(f'<thr:in-reply-to ref={_attr(parent_url)} href={_attr(parent_url)} type="text/html"/>')
     parts += [_content(message, request), "</entry>"]
     return "".join(parts)

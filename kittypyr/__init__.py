@@ -11,7 +11,6 @@ PARTS = (
     "kittypyr.security",
     "kittypyr.mailman",
     "kittypyr.standalone",
-    "kittypyr.standalone",
     "kittypyr.catalog",
     "kittypyr.stats",
     "kittypyr.search",

@@ -21,6 +21,10 @@ __all__ = ["obfuscate_address", "render_body"]
 # Quote runs longer than this fold behind a <details> element.
 FOLD_QUOTES_OVER = 6
 
+# With a ``diff_url``, a folded quote longer than this (a review quoting a
+# whole patch) is only a link, as a folded diff is.
+LINK_QUOTES_OVER = 40
+
 # URLs and addresses are found from a cheap anchor ("://", "www." or "@")
 # and grown outwards from it.  A single pattern with look-behinds would be
 # attempted at every offset of every body, which costs more than all the
@@ -143,7 +147,9 @@ def render_body(text, fold_patches=None, diff_url=None, patch_anchors=False):
     load the diff in place, ``data-diff="diff_urldiff/N"``: a patch series
     is then a page of commit messages, not megabytes of diffs.
     ``patch_anchors`` gives the N-th ``pre.patch`` the id ``diff-N``
-    (N counts from 1) for those links to land on.
+    (N counts from 1) for those links to land on. Quotes of more than
+    ``LINK_QUOTES_OVER`` lines are linked the same way (``quote/N``,
+    ``#quote-N``, N counting every quote run).
 
     Runs in time linear in the length of ``text``.
     """
@@ -151,13 +157,17 @@ def render_body(text, fold_patches=None, diff_url=None, patch_anchors=False):
         return Markup('<div class="body"></div>')
     blocks, signature = _blocks(text)
     parts = ['<div class="body">']
-    patches = 0
+    patches = quotes = 0
     for block in blocks:
         kind = block[0]
         if kind == "text":
             parts.append(_pre("text", _text_html(block[1])))
         elif kind == "quote":
-            parts.append(_quote(block[1], block[2]))
+            quotes += 1
+            if diff_url and fold_patches == "closed" and len(block[1]) > LINK_QUOTES_OVER:
+                parts.append(_linked_quote_html(block[1], diff_url, quotes))
+            else:
+                parts.append(_quote(block[1], block[2], f"quote-{quotes}" if patch_anchors else None))
         else:
             patches += 1
             anchor = f"diff-{patches}" if patch_anchors else None
@@ -177,6 +187,16 @@ def render_body(text, fold_patches=None, diff_url=None, patch_anchors=False):
         )
     parts.append("</div>")
     return Markup("\n".join(parts))
+
+
+def quote_html(text, number):
+    """The ``blockquote.quote`` of the ``number``-th quote run (from 1) in ``text``, or None."""
+    if not text:
+        return None
+    found = [block for block in _blocks(text)[0] if block[0] == "quote"]
+    if not 1 <= number <= len(found):
+        return None
+    return Markup(_quote(found[number - 1][1], found[number - 1][2], fold=False))
 
 
 def patch_html(text, number):
@@ -379,13 +399,14 @@ def _quote_levels_html(lines):
     return "".join(out)
 
 
-def _quote(lines, depth):
+def _quote(lines, depth, anchor=None, fold=True):
+    attributes = f' id="{anchor}"' if anchor else ""
     html = (
-        f'<blockquote class="quote" data-depth="{int(depth)}">'
+        f'<blockquote class="quote"{attributes} data-depth="{int(depth)}">'
         + _pre("text", _quote_levels_html(lines))
         + "</blockquote>"
     )
-    if len(lines) > FOLD_QUOTES_OVER:
+    if fold and len(lines) > FOLD_QUOTES_OVER:
         html = (
             '<details class="quote-fold">'
             f"<summary>\u2026 {len(lines)} quoted lines</summary>"
@@ -393,6 +414,16 @@ def _quote(lines, depth):
             + "</details>"
         )
     return html
+
+
+def _linked_quote_html(lines, diff_url, number):
+    url = _escape(diff_url)
+    return (
+        f'<details class="quote-fold" data-quote="{url}quote/{number}">'
+        f"<summary>\u2026 {len(lines)} quoted lines</summary>"
+        f'<p class="quote-link"><a href="{url}#quote-{number}">Read the quote on the message\'s page</a></p>'
+        "</details>"
+    )
 
 
 def _patch_html(lines, anchor=None):

@@ -96,6 +96,8 @@ CORPUS = [
         attachment(b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\xe9t\xe9\n+summer\n", "application/octet-stream", "fix.patch"),
         attachment(b"<script>alert(1)</script>", "text/html", "page.html"),
         attachment(b"\x89PNG\r\n\x1a\n", "image/png", "shot.png"))),
+    mail("long-review", "Re: [PATCH 2/2] mips: document the flush", 40, "p2", sender=BOB,
+         body="You wrote:\n" + "".join(f"> quoted line {n}\n" for n in range(60)) + "\nNo.\n> short\n"),
     mail("letter", "Newsletter", 9500, body=html_part(
         '<p>Read <a href="https://example.org/notes">the notes</a>.</p><img src="https://example.net/p.gif" alt="">')),
 ]
@@ -139,11 +141,11 @@ def test_thread_page_opens_with_its_outline_and_the_neighbouring_threads(browser
     assert "Newer thread: A newer question" in neighbours.text
 
     items = outline.select("li")
-    assert [li.a["href"] for li in items] == [f"#m-{h(n)}" for n in ("cover", "p1", "review", "p2")]
+    assert [li.a["href"] for li in items] == [f"#m-{h(n)}" for n in ("cover", "p1", "review", "p2", "long-review")]
     assert [li.a.text for li in items][:2] == ["[PATCH 0/2] mips: fix the cache flush",
                                                "[PATCH 1/2] mips: flush the cache"]
     assert "Bob Reviewer" in items[2].text and "2020-04-02 09:30 UTC" in items[2].text
-    assert [li["data-depth"] for li in items] == ["0", "1", "2", "1"]
+    assert [li["data-depth"] for li in items] == ["0", "1", "2", "1", "2"]
 
 
 def test_a_patch_shows_its_message_and_diffstat_with_the_diff_folded(browser):
@@ -252,3 +254,17 @@ def test_text_attachments_can_be_read_in_the_page_as_text(browser):
     # The plain link still downloads the file as it came.
     download = browser.get(links["fix.patch"].select_one("a")["href"])
     assert download.headers["Content-Disposition"].startswith("attachment")
+
+
+def test_a_long_quote_is_a_link_on_the_thread_page_and_whole_on_the_message_page(browser):
+    page = browser.get(THREAD)
+    review = article(page, "long-review")
+    (fold,) = review.select("details.quote-fold")
+    assert "60 quoted lines" in fold.summary.text and "quoted line 30" not in fold.text
+    assert fold.a["href"].endswith(message_url("long-review") + "#quote-1")
+    fragment = browser.get(fold["data-quote"])
+    assert fragment.html.select_one("blockquote.quote").text.count("quoted line") == 60
+    assert "No." in review.text and "> short" in review.text  # short quotes stay in the page
+    single = browser.get(message_url("long-review"))
+    assert single.html.select_one("#quote-1").text.count("quoted line") == 60
+    browser.get(message_url("long-review") + "quote/3", status=404)

@@ -46,6 +46,12 @@ def test_the_outline_is_on_the_first_screen_and_diffs_open_on_demand(server, pag
     assert diff.locator("pre.patch span.add").first.inner_text() == "+\tnew_flush();"
     assert page.url == server + THREAD
 
+    # A long quote too.
+    quote = page.locator(f"#m-{h('long-review')} details.quote-fold")
+    quote.locator("summary").click()
+    quote.locator("blockquote.quote").wait_for()
+    assert "quoted line 59" in quote.inner_text()
+
     # Expand all and collapse all act in place when the script runs.
     page.click("a.expand-all")
     assert page.url == server + THREAD

@@ -32,13 +32,13 @@
     event.preventDefault();
   });
 
-  // A folded diff holds a link to the message's page; opened, it loads
-  // the diff itself in place of the link.
+  // A folded diff (or long quote) holds a link to the message's page;
+  // opened, it loads the diff itself in place of the link.
   function loadDiff(fold) {
-    var link = fold.querySelector(".diff-link");
+    var link = fold.querySelector(".diff-link, .quote-link");
     if (!link || fold.hasAttribute("data-loading") || !window.fetch) { return; }
     fold.setAttribute("data-loading", "");
-    fetch(fold.getAttribute("data-diff"), {credentials: "same-origin"})
+    fetch(fold.getAttribute("data-diff") || fold.getAttribute("data-quote"), {credentials: "same-origin"})
       .then(function (response) {
         if (!response.ok) { throw new Error(response.statusText); }
         return response.text();
@@ -52,7 +52,7 @@
   }
   document.addEventListener("toggle", function (event) {
     var fold = event.target;
-    if (fold.matches && fold.matches("details.patch-fold[data-diff]") && fold.open) { loadDiff(fold); }
+    if (fold.matches && fold.matches("details[data-diff], details[data-quote]") && fold.open) { loadDiff(fold); }
   }, true);
 
   // A Message-ID is copied whole with one click (it is also selected whole

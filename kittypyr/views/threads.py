@@ -13,7 +13,7 @@ from kittypyr.mail import decode_bytes
 from kittypyr.originals import recipients
 from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
-from kittypyr.rendering import patch_html, render_body
+from kittypyr.rendering import patch_html, quote_html, render_body
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.browsing import ThreadAlias
 from kittypyr.views.community import annotate_messages, entries_fingerprint, thread_community
@@ -243,10 +243,18 @@ class MessageViews:
     @view_config(name="diff")
     def diff(self):
         """One diff of the message (``diff/N``, from 1) as an HTML fragment, for a folded diff to load."""
+        return self._fragment(patch_html)
+
+    @view_config(name="quote")
+    def quote(self):
+        """One quote of the message (``quote/N``, from 1) as an HTML fragment, for a folded quote to load."""
+        return self._fragment(quote_html)
+
+    def _fragment(self, part_html):
         subpath = self.request.subpath
         if len(subpath) != 1 or not subpath[0].isdigit() or len(subpath[0]) > 4:
             raise HTTPNotFound()
-        html = patch_html(shown_part(self.context.body_text or ""), int(subpath[0]))
+        html = part_html(shown_part(self.context.body_text or ""), int(subpath[0]))
         if html is None:
             raise HTTPNotFound()
         set_validators(self.request, self.context.date, self.context.__name__, self.context._p_serial, subpath[0])

@@ -18,6 +18,7 @@ PARTS = (
     "kittypyr.votes",
     "kittypyr.tags",
     "kittypyr.exports",
+    "kittypyr.pipermail",
     "kittypyr.feeds",
     "kittypyr.htmlview",
     "kittypyr.views",

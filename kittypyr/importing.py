@@ -31,6 +31,7 @@ from kittypyr.fulltext import prepare_zoned
 from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.msgid import message_id_hash
+from kittypyr.pipermail.mapping import matchers_for
 from kittypyr.resources.message import compress_original
 from kittypyr.zones import message_zones
 
@@ -61,6 +62,8 @@ class FileReport:
 @dataclass
 class ImportReport:
     files: list = field(default_factory=list)
+    # Lines from what ran beside the import (a Pipermail folder's page mapping).
+    notes: list = field(default_factory=list)
 
     def file(self, path):
         for report in self.files:
@@ -98,7 +101,7 @@ class ImportReport:
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
             if report.error:
                 lines.append(f"error: {report.error}")
-        return lines
+        return lines + self.notes
 
 
 @dataclass
@@ -109,6 +112,7 @@ class Parsed:
     position: int
     mail: object = None  # kittypyr.mail.ParsedMail
     failure: str = ""
+    envelope_date: object = None  # RawMail.envelope_date
 
 
 def parse_raw(raw_mail):
@@ -118,7 +122,7 @@ def parse_raw(raw_mail):
     try:
         mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
         _prepare_for_storing(mail)
-        return Parsed(raw_mail.source, raw_mail.position, mail)
+        return Parsed(raw_mail.source, raw_mail.position, mail, envelope_date=raw_mail.envelope_date)
     except UnparseableMessage as exc:
         return Parsed(raw_mail.source, raw_mail.position, failure=f"not parseable: {exc}")
     except Exception as exc:  # a bug must cost one message, not the import
@@ -317,10 +321,17 @@ def default_workers():
 
 
 class Importer:
-    """Stores parsed messages into one list in committed batches."""
+    """Stores parsed messages into one list in committed batches.
+
+    Each of ``observers`` has ``stored(mailing_list, parsed, result)``,
+    called in the batch's transaction for every message stored or found
+    stored already (again when a batch is replayed), and
+    ``finish(archive, mailing_list)``, called once all batches are in and
+    committed with what it changed.
+    """
 
     def __init__(self, archive, list_address, transaction_manager, report,
-                 batch_size=DEFAULT_BATCH, conflict_attempts=20, progress=None):
+                 batch_size=DEFAULT_BATCH, conflict_attempts=20, progress=None, observers=()):
         self.archive = archive
         self.list_address = list_address
         self.tm = transaction_manager
@@ -328,6 +339,7 @@ class Importer:
         self.batch_size = batch_size
         self.conflict_attempts = conflict_attempts
         self.progress = progress
+        self.observers = observers
 
     def run(self, parsed_stream):
         batch = []
@@ -338,6 +350,22 @@ class Importer:
                 batch = []
         if batch:
             self.flush(batch)
+        if self.observers:
+            self.finish_observers()
+
+    def finish_observers(self):
+        for attempt in range(self.conflict_attempts):
+            try:
+                mailing_list = ensure_mailing_list(self.archive, self.list_address)
+                for observer in self.observers:
+                    observer.finish(self.archive, mailing_list)
+                self.tm.commit()
+                return
+            except ConflictError:
+                self.tm.abort()
+                if attempt == self.conflict_attempts - 1:
+                    raise
+                time.sleep(random.uniform(0, 0.05 * 2 ** min(attempt, 6)))
 
     def flush(self, batch):
         """Store and commit ``batch``; account for every message in it.
@@ -402,6 +430,8 @@ class Importer:
                 self.tm.abort()
                 return None
             outcomes[index] = (result.outcome, result.reason)
+            for observer in self.observers:
+                observer.stored(mailing_list, parsed, result)
         return outcomes
 
 
@@ -410,12 +440,14 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
     """Import every message of ``paths`` into the list ``list_address``.
 
     A path may be an mbox (plain or gzip), a Maildir, a Pipermail month
-    file or a whole Pipermail archive folder.
+    file or a whole Pipermail archive folder, whose per-message pages are
+    then mapped to the messages (``kittypyr.pipermail.mapping``).
 
     Returns an ``ImportReport``. Raises nothing for bad input: unreadable
     files and bad messages are in the report.
     """
     report = ImportReport()
+    observers = matchers_for(paths)
     paths = expand_sources(paths)
     for path in paths:
         report.file(str(path))
@@ -423,9 +455,9 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
         workers = default_workers()
     bar = None
     if progress and sys.stderr.isatty():
-        from tqdm import tqdm
+        from kittypyr.progress import estimate_messages, progress_bar
 
-        bar = tqdm(unit="msg", desc=list_address, file=sys.stderr)
+        bar = progress_bar(list_address, estimate_messages(paths))
     # The cyclic collector would rescan every cached persistent object again
     # and again while millions of index entries are allocated; nothing the
     # import makes is cyclic garbage worth chasing that often.
@@ -435,8 +467,10 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
     gc.set_threshold(100_000, 50, 1000)
     try:
         importer = Importer(archive, list_address, transaction_manager, report,
-                            batch_size=batch_size, progress=bar)
+                            batch_size=batch_size, progress=bar, observers=observers)
         importer.run(parse_all(paths, report, workers))
+        for observer in observers:
+            report.notes.extend(observer.summary())
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()

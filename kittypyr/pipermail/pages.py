@@ -1,0 +1,314 @@
+"""What a Pipermail folder says about each of its per-message pages.
+
+Pipermail (Mailman 2's archiver) numbers every message of a list once,
+across all its volumes, and writes it to ``<volume>/<NNNNNN>.html``. The
+page shows the subject (without its leading ``Re:``), the author, the
+date in the server's local time and, since Mailman 2.1, the message's own
+Message-ID in the reply link (``In-Reply-To=`` of its ``mailto:``). Its
+``database/<volume>-article`` files, where they were kept, hold the same
+article records pickled by Python 2, with the date as a number.
+
+Everything here is pure: a folder in, ``Page`` records out. Nothing is
+guessed: a field the page does not show is left empty.
+"""
+
+import html
+import marshal
+import os
+import pickle
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from email.utils import parsedate_tz
+from urllib.parse import unquote_to_bytes
+
+from kittypyr.mail import message_id_of_header
+
+__all__ = ["Page", "read_folder", "volume_month"]
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December")
+_MONTH_NUMBERS = {name: number for number, name in enumerate(MONTHS, 1)}
+
+_PAGE_NAME = re.compile(r"^(\d{6,})\.html$")
+_VOLUME_MONTH = re.compile(r"^(\d{4})-(" + "|".join(MONTHS) + r")$")
+_CHARSET = re.compile(rb"<META[^>]*charset=(?:3D)?[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
+_H1 = re.compile(r"<H1>(.*?)</H1>", re.IGNORECASE | re.DOTALL)
+_TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.IGNORECASE | re.DOTALL)
+# The author, the address link and the date follow the H1 in this order in
+# every Pipermail template; the body comes only after them.
+_AUTHOR = re.compile(r"<B>(.*?)</B>", re.IGNORECASE | re.DOTALL)
+_ADDRESS = re.compile(r"<A\s+HREF=\"mailto:([^\"]*)\"[^>]*>(.*?)</A>", re.IGNORECASE | re.DOTALL)
+_DATE = re.compile(r"<I>(.*?)</I>", re.IGNORECASE | re.DOTALL)
+_REPLY_ID = re.compile(r"[?&]In-Reply-To=([^&\"]*)", re.IGNORECASE)
+_BODY = re.compile(r"<!--beginarticle-->(.*?)<!--endarticle-->", re.DOTALL)
+# Scrubbed parts are linked from the body as .../<list>/attachments/<day>/<id>/<name>.
+_ATTACHMENT_LINK = re.compile(r"/attachments/(\d{8}/[0-9a-f]+/[^\s\"<>&]+)", re.IGNORECASE)
+_TAG = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+# Zones whose offset a date's abbreviation says for sure; any other word
+# (CET, BST, IST ...) names different offsets in different places.
+_KNOWN_ZONES = {"UT": 0, "UTC": 0, "GMT": 0, "Z": 0, "EST": -300, "EDT": -240, "CST": -360,
+                "CDT": -300, "MST": -420, "MDT": -360, "PST": -480, "PDT": -420}
+_ZONE = re.compile(r"(?<![\w:])([+-]\d{4}|[A-Z]{1,5})(?![\w:])")
+_CLOCK = re.compile(r"(?<!\d)(\d{1,2}) .*?(\d{1,2}):(\d{2}):(\d{2}).*?(\d{4})")
+
+
+@dataclass
+class Page:
+    """One per-message page (or archived article) of a Pipermail folder.
+
+    ``number`` is Pipermail's sequence number, ``volume`` the folder the
+    page is in (``2007-March``). ``message_id`` is the message's own
+    Message-ID as its article record keeps it; ``link_id`` the one in the
+    page's reply link, which is the message's own since Mailman 2.1.something
+    but its parent's in older pages, so it has to be confirmed (both are read
+    as kittypyr reads a Message-ID header; '' when not shown). The date is
+    ``local_time``, the naive time shown (the server's), and ``timestamp``
+    (UTC seconds) when its zone is certain. ``attachments`` are the paths
+    below ``attachments/`` that the body links.
+    """
+
+    number: int
+    volume: str
+    subject: str = ""
+    author: str = ""
+    email: str = ""
+    message_id: str = ""
+    link_id: str = ""
+    timestamp: float = None
+    local_time: datetime = None
+    attachments: tuple = ()
+    problems: list = field(default_factory=list)
+
+
+def volume_month(volume):
+    """``(year, month)`` for a monthly volume name such as ``2007-March``, else None."""
+    match = _VOLUME_MONTH.match(volume)
+    if match is None:
+        return None
+    return int(match.group(1)), _MONTH_NUMBERS[match.group(2)]
+
+
+def _text(fragment):
+    """An HTML fragment as the text a reader sees, on one line."""
+    return _SPACE.sub(" ", html.unescape(_TAG.sub("", fragment))).strip()
+
+
+def _decode(data):
+    match = _CHARSET.search(data[:4096])
+    if match:
+        try:
+            return data.decode(match.group(1).decode("ascii"), "replace")
+        except LookupError:
+            pass
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _message_id_of_link(href):
+    match = _REPLY_ID.search(html.unescape(href))
+    if match is None:
+        return ""
+    raw = unquote_to_bytes(match.group(1)).decode("utf-8", "replace")
+    return message_id_of_header(raw)
+
+
+def _read_date(text, volume, page):
+    """Set ``page``'s date from the text Pipermail printed (ctime with a zone, or RFC 5322)."""
+    fields = parsedate_tz(text)
+    zone = None
+    for token in _ZONE.findall(text):
+        if token[0] in "+-":
+            zone = (1 if token[0] == "+" else -1) * (int(token[1:3]) * 60 + int(token[3:5]))
+        elif token in _KNOWN_ZONES:
+            zone = _KNOWN_ZONES[token]
+    if fields is not None:
+        year, month, day, hour, minute, second = fields[:6]
+    else:
+        # Day and month names in the list's language: the numbers are
+        # still there, and the month is the volume's (Pipermail files a
+        # message under its own date).
+        match = _CLOCK.search(text)
+        known = volume_month(volume)
+        if match is None or known is None:
+            page.problems.append(f"date not understood: {text!r}")
+            return
+        day, hour, minute, second, year = (int(g) for g in match.groups())
+        month = known[1]
+    try:
+        local = datetime(year, month, day, hour, minute, min(second, 59))
+    except ValueError:
+        page.problems.append(f"date not understood: {text!r}")
+        return
+    page.local_time = local
+    if zone is not None:
+        page.timestamp = (local - timedelta(minutes=zone)).replace(tzinfo=timezone.utc).timestamp()
+
+
+def read_page(data, number, volume):
+    """The ``Page`` a per-message page's bytes describe."""
+    page = Page(number, volume)
+    text = _decode(data)
+    heading = _H1.search(text) or _TITLE.search(text)
+    start = 0
+    if heading is not None:
+        page.subject = _text(heading.group(1))
+        start = heading.end()
+    author = _AUTHOR.search(text, start)
+    if author is not None:
+        page.author = _text(author.group(1))
+        start = author.end()
+    address = _ADDRESS.search(text, start)
+    if address is not None:
+        page.email = _text(address.group(2))
+        page.link_id = _message_id_of_link(address.group(1))
+        start = address.end()
+    date = _DATE.search(text, start)
+    if date is not None:
+        _read_date(_text(date.group(1)), volume, page)
+    else:
+        page.problems.append("no date")
+    body = _BODY.search(text, start)
+    if body is not None:
+        seen = dict.fromkeys(unquote_to_bytes(link).decode("utf-8", "replace")
+                             for link in _ATTACHMENT_LINK.findall(html.unescape(body.group(1))))
+        page.attachments = tuple(seen)
+    return page
+
+
+# --- database/<volume>-article -------------------------------------------------
+
+
+class _Record:
+    """Whatever a pickle names: it keeps the state it is given and runs nothing.
+
+    The article files are data from elsewhere; no class or function they
+    name is ever looked up, let alone called.
+    """
+
+    def __init__(self, *args, **kwargs):
+        self.state = {}
+
+    def __setstate__(self, state):
+        self.state = state if isinstance(state, dict) else {}
+
+
+class _ArticleUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        return _Record
+
+    def persistent_load(self, pid):
+        return None
+
+
+def _string(value):
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value.decode("latin-1")
+    return value if isinstance(value, str) else ""
+
+
+def _article(data, volume):
+    """The ``Page`` a pickled Article stands for, or None."""
+    import io
+
+    try:
+        record = _ArticleUnpickler(io.BytesIO(data), encoding="bytes").load()
+    except Exception:  # a damaged pickle costs its article, not the folder
+        return None
+    if not isinstance(record, _Record):
+        return None
+    state = {_string(key): value for key, value in record.state.items()}
+    try:
+        number = int(state.get("sequence"))
+    except (TypeError, ValueError):
+        return None
+    page = Page(number, volume)
+    page.subject = _SPACE.sub(" ", _string(state.get("subject"))).strip()
+    page.author = _SPACE.sub(" ", _string(state.get("author"))).strip()
+    page.email = _string(state.get("email")).strip()
+    header = _string(state.get("_message_id"))
+    stripped = _string(state.get("msgid"))
+    if not header and stripped != str(number):
+        # Articles from before Mailman 2.1 keep only the Message-ID without
+        # its brackets; one that had none was given its sequence number.
+        header = stripped
+    page.message_id = message_id_of_header(header)
+    try:
+        page.timestamp = float(state.get("date"))
+    except (TypeError, ValueError):
+        pass
+    decoded = state.get("decoded")
+    if isinstance(decoded, dict):
+        decoded = {_string(key): _string(value) for key, value in decoded.items()}
+        page.subject = _SPACE.sub(" ", decoded.get("subject") or page.subject).strip()
+        page.author = _SPACE.sub(" ", decoded.get("author") or page.author).strip()
+    return page
+
+
+def read_articles(path, volume):
+    """The ``Page`` of every article pickled in a ``database/<volume>-article`` file."""
+    try:
+        with open(path, "rb") as f:
+            table = marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        return []
+    if not isinstance(table, dict):
+        return []
+    pages = []
+    for data in table.values():
+        if isinstance(data, bytes):
+            page = _article(data, volume)
+            if page is not None:
+                pages.append(page)
+    return pages
+
+
+def _merge(page, article):
+    """A page completed by its article record: its own Message-ID, and its date, which is exact."""
+    page.message_id = article.message_id
+    if article.timestamp is not None:
+        page.timestamp = article.timestamp
+    page.subject = page.subject or article.subject
+    page.author = page.author or article.author
+    return page
+
+
+def read_folder(folder):
+    """Every page of a Pipermail folder: ``{number: Page}``.
+
+    Per-message pages are read from each volume folder; articles of
+    ``database/`` complete them (the message's own Message-ID, the exact
+    date) and stand for pages that are missing.
+    """
+    pages = {}
+    for volume in sorted(os.listdir(folder)):
+        path = os.path.join(folder, volume)
+        if volume in ("attachments", "database") or not os.path.isdir(path):
+            continue
+        for name in os.listdir(path):
+            match = _PAGE_NAME.match(name)
+            if match is None:
+                continue
+            try:
+                with open(os.path.join(path, name), "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            number = int(match.group(1))
+            pages[number] = read_page(data, number, volume)
+    database = os.path.join(folder, "database")
+    if os.path.isdir(database):
+        for name in sorted(os.listdir(database)):
+            if not name.endswith("-article"):
+                continue
+            volume = name[: -len("-article")]
+            for article in read_articles(os.path.join(database, name), volume):
+                known = pages.get(article.number)
+                pages[article.number] = article if known is None else _merge(known, article)
+    return pages

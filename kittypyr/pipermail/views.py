@@ -1,0 +1,215 @@
+"""Mailman 2's URLs, answered with 301s to where the same things are now.
+
+Pipermail served a public list's archive at ``/pipermail/<list>/`` and a
+private one through the ``private`` script, ``/mailman/private/<list>/``
+(``/cgi-bin/mailman/private/<list>/`` where Mailman's scripts were in
+cgi-bin; some sites also exposed ``/pipermail/private/<list>/``); list
+pages were ``/mailman/listinfo/<list>``. ``<list>`` is Mailman 2's short
+name: the local part of the list's address here.
+
+A redirect says no more than its target would: the message's URL names its
+hash, never its subject, and the target answers 403 to a reader who may not
+read a private list. The one page that shows something of its own, the
+404 of a message that was not found, shows its subject only to readers of
+the list, as any page inside the list would.
+"""
+
+import re
+
+from pyramid.httpexceptions import HTTPForbidden, HTTPMovedPermanently, HTTPNotFound
+from pyramid.renderers import render_to_response
+from pyramid.view import view_config
+
+from kittypyr.exports import SUFFIX, month_export_url
+from kittypyr.pipermail.mapping import pipermail_archive, subject_key
+from kittypyr.pipermail.pages import volume_month
+from kittypyr.resources import Archive, MailingList
+from kittypyr.resources.browsing import Month, Year
+
+_MESSAGE_PAGE = re.compile(r"^(\d{6,})\.html$")
+_MONTH_TEXT = re.compile(r"^(\d{4}-[A-Za-z]+)\.txt(?:\.gz)?$")
+_VOLUME_INDEXES = ("", "date.html", "thread.html", "subject.html", "author.html", "index.html")
+# A list prefix such as "[Dev]" says nothing a search of the list needs.
+_LIST_PREFIX = re.compile(r"^\s*\[[^\]]*\]\s*")
+
+
+def lists_named(archive, name):
+    """The archived lists whose address's local part is ``name`` (any case)."""
+    local = name.lower() + "@"
+    # Addresses sort by local part first: the lists of one name are one run of keys.
+    return [archive.lists.data[address] for address in archive.lists.keys(min=local, max=local + "\uffff")
+            if address.startswith(local)]
+
+
+def list_for(request, name):
+    """The list a Mailman 2 short name stands for, or the page to answer instead.
+
+    One list of that name is the one; of several (one name in several
+    domains), the one in ``kittypyr.pipermail_domain``, else a page listing
+    those the reader may see. Raises 404 when there is none.
+    """
+    found = lists_named(request.root, name)
+    if not found:
+        raise HTTPNotFound()
+    if len(found) == 1:
+        return found[0]
+    domain = request.registry.settings.get("kittypyr.pipermail_domain", "").strip().lower()
+    for mailing_list in found:
+        if domain and mailing_list.address.endswith("@" + domain):
+            return mailing_list
+    visible = [m for m in found if m.archive_policy != "private" or request.has_permission("view", m)]
+    if not visible:
+        raise HTTPForbidden()
+    response = render_to_response("kittypyr.templates:pipermail_lists.pt",
+                                  {"name": name, "lists": visible}, request=request)
+    # 300 Multiple Choices: the name is the same list's in several domains.
+    response.status = 300
+    return response
+
+
+def _moved(url):
+    return HTTPMovedPermanently(location=url)
+
+
+def _message_url(request, mailing_list, message_hash):
+    # Through the container, so that a deleted message answers 410 there.
+    return request.resource_url(mailing_list.messages[message_hash])
+
+
+def _month(mailing_list, year, month):
+    return Month(Year(mailing_list, year), month)
+
+
+def search_words(subject):
+    """What to search for to find a message by its subject: without list prefix and ``Re:``."""
+    return subject_key(_LIST_PREFIX.sub("", subject or "")) if subject else ""
+
+
+def missing_message(request, mailing_list, number):
+    """404 for a page number no message stands for, offering a search for its subject.
+
+    Inside a private list, what is missing is as secret as what is there.
+    """
+    if not request.has_permission("view", mailing_list):
+        raise HTTPForbidden()
+    record = pipermail_archive(mailing_list)
+    subject = record.unmapped.get(number, "") if record is not None else ""
+    words = search_words(subject)
+    search_url = request.resource_url(request.root, "search", query={"q": words, "mlist": mailing_list.address})
+    response = render_to_response(
+        "kittypyr.templates:pipermail_missing.pt",
+        {"mailing_list": mailing_list, "number": number, "subject": subject, "words": words,
+         "search_url": search_url if words else None},
+        request=request,
+    )
+    response.status = 404
+    return response
+
+
+def archive_redirect(request, mailing_list, rest):
+    """The answer to ``/pipermail/<list>/<rest...>``."""
+    rest = [part for part in rest if part]
+    if not rest or rest == ["index.html"]:
+        return _moved(request.resource_url(mailing_list))
+    record = pipermail_archive(mailing_list)
+    first = rest[0]
+    if first == "attachments" and len(rest) >= 4:
+        return _attachment(request, mailing_list, record, "/".join(rest[1:]))
+    text = _MONTH_TEXT.match(first)
+    if text is not None and len(rest) == 1:
+        known = volume_month(text.group(1))
+        if known is None:
+            raise HTTPNotFound()
+        return _moved(month_export_url(request, _month(mailing_list, *known)))
+    if len(rest) == 2:
+        page = _MESSAGE_PAGE.match(rest[1])
+        if page is not None:
+            number = int(page.group(1))
+            message_hash = record.numbers.get(number) if record is not None else None
+            if message_hash is None:
+                return missing_message(request, mailing_list, number)
+            return _moved(_message_url(request, mailing_list, message_hash))
+    if len(rest) <= 2 and (len(rest) == 1 or rest[1] in _VOLUME_INDEXES):
+        known = volume_month(first)
+        if known is not None:
+            return _moved(request.resource_url(_month(mailing_list, *known)))
+        if len(first) == 4 and first.isdigit():
+            return _moved(request.resource_url(Year(mailing_list, int(first))))
+    raise HTTPNotFound()
+
+
+def _attachment(request, mailing_list, record, path):
+    """A scrubbed attachment's link: the attachment where the archive holds it, else its message."""
+    number = record.attachments.get(path) if record is not None else None
+    message_hash = record.numbers.get(number) if number is not None else None
+    if message_hash is None:
+        raise HTTPNotFound()
+    message = mailing_list.messages.data.get(message_hash)
+    if message is not None and request.has_permission("view", mailing_list):
+        from kittypyr.views.threads import attachment_url
+
+        name = path.rsplit("/", 1)[-1]
+        for attachment in message.attachments:
+            if attachment.filename == name:
+                return _moved(attachment_url(request, attachment))
+    return _moved(_message_url(request, mailing_list, message_hash))
+
+
+def _whole_list_export(request, mailing_list):
+    name = f"{mailing_list.address.split('@')[0]}{SUFFIX}"
+    return _moved(request.resource_url(mailing_list, "export", name))
+
+
+def _archive_or_mbox(request, rest):
+    """``<list>/...`` below /pipermail/ or /mailman/private/; ``<list>.mbox/<list>.mbox`` is the whole list."""
+    if not rest:
+        return _moved(request.resource_url(request.root))
+    name = rest[0]
+    if name.endswith(".mbox"):
+        mailing_list = list_for(request, name[: -len(".mbox")])
+        if not isinstance(mailing_list, MailingList):
+            return mailing_list  # the page of candidates
+        if rest[1:] != [name]:
+            raise HTTPNotFound()
+        return _whole_list_export(request, mailing_list)
+    mailing_list = list_for(request, name)
+    if not isinstance(mailing_list, MailingList):
+        return mailing_list
+    return archive_redirect(request, mailing_list, rest[1:])
+
+
+@view_config(context=Archive, name="pipermail")
+def pipermail(context, request):
+    """``/pipermail/<list>/...`` and ``/pipermail/private/<list>/...``."""
+    rest = list(request.subpath)
+    if len(rest) >= 2 and rest[0] == "private":
+        rest = rest[1:]
+    return _archive_or_mbox(request, rest)
+
+
+def _mailman_script(request, rest):
+    """``/mailman/<script>/<list>...``: the archive (``private``) or the list's page (``listinfo``)."""
+    if rest and rest[0] == "private":
+        return _archive_or_mbox(request, rest[1:])
+    if rest and rest[0] == "listinfo":
+        if len(rest) == 1:
+            return _moved(request.resource_url(request.root))
+        mailing_list = list_for(request, rest[1])
+        if not isinstance(mailing_list, MailingList):
+            return mailing_list
+        return _moved(request.resource_url(mailing_list))
+    raise HTTPNotFound()
+
+
+@view_config(context=Archive, name="mailman")
+def mailman(context, request):
+    return _mailman_script(request, list(request.subpath))
+
+
+@view_config(context=Archive, name="cgi-bin")
+def cgi_bin(context, request):
+    """Mailman 2 installed with its scripts in cgi-bin: ``/cgi-bin/mailman/...``."""
+    rest = list(request.subpath)
+    if not rest or rest[0] != "mailman":
+        raise HTTPNotFound()
+    return _mailman_script(request, rest[1:])

@@ -1,0 +1,237 @@
+"""Moving in from Mailman 2: a Pipermail folder imported, and every old URL still leading somewhere."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.archiving import ensure_mailing_list
+from kittypyr.importing import import_mail
+from kittypyr.msgid import message_id_hash
+from tests.functional import kittypyr, write_config
+from tests.pipermail_folder import Post, attachment_path, write_folder
+from tests.test_app import make_app
+
+LIST = "dev@lists.example.org"
+START = datetime(2007, 3, 5, 16, 12, 45, tzinfo=timezone.utc)
+
+
+def thread_posts():
+    """Five posts over two months, numbered with gaps (Pipermail numbers across months)."""
+    people = [("Jane Doe", "jane@example.org"), ("Bo (Dev Team)", "bo@example.org")]
+    posts = []
+    for n, number in enumerate((0, 1, 3, 4, 7)):
+        name, email = people[n % 2]
+        posts.append(Post(
+            number=number,
+            subject="[Dev] Release plans" if n == 0 else "[Dev] Release plans",
+            author=name,
+            email=email,
+            date=START + timedelta(days=12 * n, minutes=n),
+            message_id=f"post{number}@example.org",
+            in_reply_to=None if n == 0 else f"post{posts[-1].number}@example.org",
+            body=f"Message number {number}.\n",
+        ))
+    return posts
+
+
+@pytest.fixture
+def app(tmp_path):
+    application = make_app(tmp_path)
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def import_folder(app, folder, address=LIST, policy=None):
+    with prepare(registry=app.registry) as env:
+        if policy is not None:
+            ensure_mailing_list(env["root"], address).archive_policy = policy
+            transaction.commit()
+        report = import_mail(env["root"], address, [folder], transaction.manager, workers=0, progress=False)
+    return report
+
+
+def message_url(message_id, address=LIST):
+    return f"http://localhost/list/{address}/message/{message_id_hash(message_id)}/"
+
+
+def moved(browser, path):
+    response = browser.get(path, status=301)
+    return response.headers["Location"]
+
+
+def test_each_message_page_redirects_to_its_message(app, tmp_path):
+    posts = thread_posts()
+    folder = write_folder(tmp_path / "dev", posts)
+    report = import_folder(app, folder)
+    assert report.total("archived") == 5
+    assert any("5 pages, 5 mapped by Message-ID" in line for line in report.summary())
+    browser = TestApp(app)
+    for post in posts:
+        volume = f"{post.date:%Y}-{post.date:%B}"
+        assert moved(browser, f"/pipermail/dev/{volume}/{post.number:06d}.html") == message_url(post.message_id)
+        # The number alone names the message, whichever volume the link says.
+        assert moved(browser, f"/pipermail/dev/2099-May/{post.number:06d}.html") == message_url(post.message_id)
+    # A number Pipermail never gave (a gap) is not a message.
+    browser.get("/pipermail/dev/2007-March/000002.html", status=404)
+    assert browser.get(message_url(posts[2].message_id)).status_int == 200
+
+
+def test_early_pages_name_the_parent_in_their_reply_link(app, tmp_path):
+    # Mailman 2.1's early pages put the parent's Message-ID in the reply
+    # link: it must not send a reply's page to the message it answers.
+    posts = thread_posts()
+    folder = write_folder(tmp_path / "dev", posts, style="parent")
+    import_folder(app, folder)
+    browser = TestApp(app)
+    for post in posts:
+        assert moved(browser, f"/pipermail/dev/x/{post.number:06d}.html") == message_url(post.message_id)
+
+
+def test_pages_without_message_id_match_by_date_author_and_subject(app, tmp_path):
+    posts = thread_posts()
+    # The month file's Date: says other than the page (Pipermail dated the
+    # message by its arrival): the envelope line, in local time, agrees.
+    posts[1].date_header = "Fri, 30 Mar 2007 01:02:03 +0000"
+    folder = write_folder(tmp_path / "dev", posts, style="none")
+    report = import_folder(app, folder)
+    assert any("0 mapped by Message-ID, 5 by date, author and subject, 0 unmapped" in line
+               for line in report.summary())
+    browser = TestApp(app)
+    for post in posts:
+        assert moved(browser, f"/pipermail/dev/x/{post.number:06d}.html") == message_url(post.message_id)
+
+
+def test_article_records_tell_apart_what_the_pages_cannot(app, tmp_path):
+    twin = dict(subject="[Dev] Ping", author="Jane Doe", email="jane@example.org", date=START)
+    posts = [Post(number=10, message_id="first@example.org", body="one\n", **twin),
+             Post(number=11, message_id="second@example.org", body="two\n", **twin)]
+    # Without the article records the two pages look the same: neither is guessed.
+    plain = write_folder(tmp_path / "plain", posts, style="none")
+    report = import_folder(app, plain)
+    assert any("2 unmapped" in line for line in report.summary())
+    assert any("several messages show its date, author and subject" in line for line in report.summary())
+    browser = TestApp(app)
+    missing = browser.get("/pipermail/dev/2007-March/000010.html", status=404)
+    assert "[Dev] Ping" in missing.text
+    link = missing.html.select_one("a.search-subject")["href"]
+    assert link.startswith("http://localhost/search?") and "q=ping" in link and "mlist=dev%40lists.example.org" in link
+
+    # The database/ records name each page's Message-ID.
+    with_records = write_folder(tmp_path / "records", posts, style="none", database=True)
+    report = import_folder(app, with_records)
+    assert any("2 pages, 2 mapped by Message-ID" in line for line in report.summary())
+    assert moved(browser, "/pipermail/dev/2007-March/000010.html") == message_url("first@example.org")
+    assert moved(browser, "/pipermail/dev/2007-March/000011.html") == message_url("second@example.org")
+
+
+def test_one_message_id_reused_by_different_mail(app, tmp_path):
+    # Resent with an edit under the same Message-ID: kittypyr keeps both,
+    # and each page leads to the one of its date.
+    common = dict(subject="[Dev] Oops", author="Jane Doe", email="jane@example.org", message_id="same@example.org")
+    posts = [Post(number=20, date=START, body="first version\n", **common),
+             Post(number=21, date=START + timedelta(seconds=30), body="second version\n", **common)]
+    folder = write_folder(tmp_path / "dev", posts)
+    import_folder(app, folder)
+    browser = TestApp(app)
+    first = browser.get(moved(browser, "/pipermail/dev/2007-March/000020.html"))
+    second = browser.get(moved(browser, "/pipermail/dev/2007-March/000021.html"))
+    assert "first version" in first.text and "second version" not in first.text
+    assert "second version" in second.text
+
+
+def test_months_indexes_text_files_and_the_list(app, tmp_path):
+    folder = write_folder(tmp_path / "dev", thread_posts())
+    import_folder(app, folder)
+    browser = TestApp(app)
+    month = "http://localhost/list/dev@lists.example.org/2007/3/"
+    for index in ("", "date.html", "thread.html", "subject.html", "author.html"):
+        assert moved(browser, f"/pipermail/dev/2007-March/{index}") == month
+    assert moved(browser, "/pipermail/dev/2007-March") == month
+    export = ("http://localhost/list/dev@lists.example.org/export/dev-2007-03.mbox.gz"
+              "?start=2007-03-01&end=2007-04-01")
+    assert moved(browser, "/pipermail/dev/2007-March.txt") == export
+    assert moved(browser, "/pipermail/dev/2007-March.txt.gz") == export
+    december = moved(browser, "/pipermail/dev/2007-December.txt.gz")
+    assert december.endswith("dev-2007-12.mbox.gz?start=2007-12-01&end=2008-01-01")
+    exported = browser.get(export)
+    assert exported.content_type == "application/gzip" or exported.status_int == 200
+    the_list = "http://localhost/list/dev@lists.example.org/"
+    for path in ("/pipermail/dev/", "/pipermail/dev", "/pipermail/dev/index.html", "/pipermail/Dev/",
+                 "/mailman/listinfo/dev", "/cgi-bin/mailman/listinfo/dev", "/pipermail/private/dev/",
+                 "/mailman/private/dev/", "/cgi-bin/mailman/private/dev/index.html"):
+        assert moved(browser, path) == the_list, path
+    assert moved(browser, "/mailman/private/dev/2007-March/000000.html") == message_url("post0@example.org")
+    assert moved(browser, "/pipermail/private/dev/2007-April/000003.html") == message_url("post3@example.org")
+    assert moved(browser, "/pipermail/dev.mbox/dev.mbox") == (
+        "http://localhost/list/dev@lists.example.org/export/dev.mbox.gz")
+    browser.get("/pipermail/nosuchlist/", status=404)
+    browser.get("/mailman/listinfo/nosuchlist", status=404)
+    browser.get("/pipermail/dev/2007-Smarch/", status=404)
+    browser.get("/pipermail/dev/2007-March/nothing.html", status=404)
+
+
+def test_scrubbed_attachment_links_lead_to_their_message(app, tmp_path):
+    posts = thread_posts()
+    posts[2].attachments = (("data.bin", b"\x00\x01binary"),)
+    folder = write_folder(tmp_path / "dev", posts)
+    import_folder(app, folder)
+    browser = TestApp(app)
+    path = attachment_path(posts[2], 0, "data.bin")
+    assert moved(browser, f"/pipermail/dev/attachments/{path}") == message_url(posts[2].message_id)
+    browser.get("/pipermail/dev/attachments/20070101/abcdef01/other.bin", status=404)
+
+
+def test_a_name_in_several_domains(tmp_path):
+    app = make_app(tmp_path)
+    other = "dev@lists.example.com"
+    try:
+        import_folder(app, write_folder(tmp_path / "dev", thread_posts()))
+        with prepare(registry=app.registry) as env:
+            ensure_mailing_list(env["root"], other)
+            transaction.commit()
+        choices = TestApp(app).get("/pipermail/dev/2007-March/000000.html", status=300)
+        assert [a.text for a in choices.html.select("main ul.lists a")] == [other, LIST]
+    finally:
+        app.registry._zodb_databases[""].close()
+    settled = tmp_path / "settled"
+    settled.mkdir()
+    app = make_app(settled)
+    app.registry.settings["kittypyr.pipermail_domain"] = "lists.example.org"
+    try:
+        import_folder(app, write_folder(tmp_path / "dev2", thread_posts()))
+        with prepare(registry=app.registry) as env:
+            ensure_mailing_list(env["root"], other)
+            transaction.commit()
+        assert moved(TestApp(app), "/pipermail/dev/2007-March/000000.html") == message_url("post0@example.org")
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_private_list_redirects_say_nothing_to_anonymous_readers(app, tmp_path):
+    twin = dict(subject="[Dev] Secret merger", author="Jane Doe", email="jane@example.org", date=START)
+    posts = thread_posts() + [Post(number=30, message_id="a@example.org", body="a\n", **twin),
+                              Post(number=31, message_id="b@example.org", body="b\n", **twin)]
+    folder = write_folder(tmp_path / "dev", posts, style="none")
+    import_folder(app, folder, policy="private")
+    browser = TestApp(app)
+    location = moved(browser, "/pipermail/dev/2007-March/000000.html")
+    assert location == message_url("post0@example.org")
+    assert "Release plans" not in browser.get(location, status=403).text
+    refused = browser.get("/pipermail/dev/2007-March/000030.html", status=403)
+    assert "Secret merger" not in refused.text
+
+
+def test_import_command_maps_again_on_a_second_run(tmp_path):
+    config = write_config(tmp_path)
+    folder = write_folder(tmp_path / "dev", thread_posts(), database=True)
+    first = kittypyr("import", config, LIST, folder, "--workers", "1", "--policy", "public")
+    assert first.returncode == 0, first.stderr
+    assert "read 5, archived 5" in first.stdout
+    assert (f"pipermail {folder}: 5 pages, 5 mapped by Message-ID, 0 by date, author and subject, "
+            "0 unmapped") in first.stdout
+    again = kittypyr("import", config, LIST, folder, "--workers", "0")
+    assert "duplicates 5" in again.stdout
+    assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in again.stdout

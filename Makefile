@@ -33,9 +33,12 @@ $(TEST_STAMP): $(STAMP)
 
 install-test: $(TEST_STAMP)
 
+# CONFIG=production.ini make serve serves another configuration; the port is
+# its [server:main] listen. pserve imports Pyramid, which warns that
+# pkg_resources is deprecated, before kittypyr can say not to.
 serve: install
 	mkdir -p var/blobs
-	$(BIN)/pserve $(CONFIG)
+	PYTHONWARNINGS="ignore:pkg_resources is deprecated:UserWarning" $(BIN)/pserve $(CONFIG)
 
 test: install-test /usr/bin/chromium /usr/sbin/nginx mailman-venv
 	$(BIN)/python -m pytest tests

@@ -64,10 +64,13 @@ setup(
         "kittypyr.views",
         "kittypyr.suite",
         "kittypyr.templates",
+        # Data only, but a package of its own for setuptools, which would
+        # otherwise warn at every install that it is not listed.
+        "kittypyr.static",
     ],
     package_dir={"kittypyr.templates": "templates"},
     package_data={
-        "kittypyr": ["static/*"],
+        "kittypyr.static": ["*"],
         "kittypyr.templates": ["*.pt"],
     },
     include_package_data=True,

@@ -1,5 +1,12 @@
 """kittypyr: the web archive of GNU Mailman 3 mailing lists."""
 
+import warnings
+
+# Pyramid 2 imports pkg_resources, which then warns at every start that it
+# is deprecated: nothing anyone running kittypyr can act on (setup.py pins
+# setuptools below the release that drops it).
+warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+
 from pyramid.config import Configurator
 from pyramid.scripting import prepare
 from pyramid.settings import asbool, aslist

@@ -6,6 +6,7 @@ Each command loads the application from CONFIG (an .ini file, as for
 
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -27,6 +28,9 @@ from kittypyr.votes import rebuild_totals
 
 def _environment(config_uri):
     setup_logging(config_uri)
+    # zc.lockfile logs a busy storage itself, as an error line of its own;
+    # main() explains it in one line instead.
+    logging.getLogger("zc.lockfile").setLevel(logging.CRITICAL)
     return bootstrap(config_uri)
 
 
@@ -250,7 +254,15 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except LockError:
+        # The embedded FileStorage takes one process at a time: most often
+        # the web server is running.
+        print(f"kittypyr {args.command}: the storage is in use by another process (the web server?): "
+              "stop it first, or serve from ZEO so that several processes share it (README: Storage)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -31,6 +31,12 @@ $(TEST_STAMP): $(STAMP)
 /usr/sbin/nginx:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx
 
+# The RelStorage tests run a PostgreSQL cluster of their own on Debian's server.
+.PHONY: postgresql
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
+
 install-test: $(TEST_STAMP)
 
 # CONFIG=production.ini make serve serves another configuration; the port is
@@ -40,7 +46,7 @@ serve: install
 	mkdir -p var/blobs
 	PYTHONWARNINGS="ignore:pkg_resources is deprecated:UserWarning" $(BIN)/pserve $(CONFIG)
 
-test: install-test /usr/bin/chromium /usr/sbin/nginx mailman-venv
+test: install-test /usr/bin/chromium /usr/sbin/nginx postgresql mailman-venv
 	$(BIN)/python -m pytest tests
 
 bench: install

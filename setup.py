@@ -32,7 +32,11 @@ requires = [
     "setuptools<81",
 ]
 
-tests_require = [
+# RelStorage on PostgreSQL, the storage beside ZEO for many processes
+# (zodbconn.uri = postgres://...); the binary psycopg2 needs no compiler.
+postgresql_require = ["RelStorage>=4.0", "psycopg2-binary"]
+
+tests_require = postgresql_require + [
     "pytest",
     "WebTest",
     "playwright",
@@ -77,7 +81,7 @@ setup(
     zip_safe=False,
     install_requires=requires,
     # make suite's MTA; Mailman core itself lives in a virtualenv of its own.
-    extras_require={"testing": tests_require, "suite": ["aiosmtpd"]},
+    extras_require={"testing": tests_require, "suite": ["aiosmtpd"], "postgresql": postgresql_require},
     entry_points={
         "paste.app_factory": ["main = kittypyr:main"],
         "console_scripts": ["kittypyr = kittypyr.cli:main"],

@@ -70,3 +70,62 @@ def chromium():
         )
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="session")
+def postgresql():
+    """One PostgreSQL cluster of the tests' own (tests.postgresql_server), started once a session."""
+    from tests.postgresql_server import PostgreSQLServer
+
+    with PostgreSQLServer() as server:
+        yield server
+
+
+class SharedStorage:
+    """A storage several processes share: ``kind`` is ``zeo`` or ``relstorage``.
+
+    ``uri(folder)`` is the ``zodbconn.uri`` of one client (a process, an
+    importer) whose blob cache is in ``folder``; ``open_db(folder)`` opens
+    such a client in this process.
+    """
+
+    def __init__(self, kind, uri):
+        self.kind = kind
+        self._uri = uri
+
+    def uri(self, folder):
+        return self._uri(folder)
+
+    def open_db(self, folder, **db_options):
+        import zodburi
+        from ZODB import DB
+
+        factory, options = zodburi.resolve_uri(self.uri(folder))
+        return DB(factory(), **{**options, **db_options})
+
+    def catch_up(self, db):
+        """Make ``db``'s next transaction see every commit made so far by any client.
+
+        A ZEO client hears of other clients' commits asynchronously: a round
+        trip to the server brings those sent before it. RelStorage asks
+        PostgreSQL at the start of every transaction.
+        """
+        if self.kind == "zeo":
+            db.storage.ping()
+
+
+@pytest.fixture(params=["zeo", "relstorage"])
+def shared_storage(request, tmp_path):
+    """A new, empty shared storage: a ZEO server, or a database of the session's PostgreSQL."""
+    if request.param == "zeo":
+        from tests.functional import zeo_server_in
+
+        folder = tmp_path / "zeo-server"
+        folder.mkdir()
+        with zeo_server_in(folder) as port:
+            yield SharedStorage("zeo", lambda client: (
+                f"zeo://127.0.0.1:{port}?storage=1&blob_dir={client}/blob-cache&shared_blob_dir=false"))
+    else:
+        server = request.getfixturevalue("postgresql")
+        database = server.create_database()
+        yield SharedStorage("relstorage", lambda client: server.uri(database, f"{client}/blob-cache"))

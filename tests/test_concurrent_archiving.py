@@ -75,6 +75,43 @@ def test_two_writers_sharing_words_both_commit(tmp_path):
         db.close()
 
 
+def test_two_processes_sharing_words_both_commit_on_a_shared_storage(tmp_path, shared_storage):
+    # Two applications with a database each, as two waitress processes on
+    # one ZEO server or one PostgreSQL database have: the storage, not one
+    # process's memory, sees both commits and merges them.
+    from kittypyr import main
+
+    apps = [main({}, **{"zodbconn.uri": shared_storage.uri(tmp_path / name),
+                        "kittypyr.base_url": "http://localhost/"}) for name in ("first", "second")]
+    try:
+        with prepare(registry=apps[0].registry) as env:
+            ensure_mailing_list(env["root"], LIST)
+            archive_message(env["root"].lists[LIST], mail(0, "More on gyroscopes and zeppelins, part 1 2.\n"))
+            env["request"].tm.commit()
+        writers = [writer(app.registry._zodb_databases[""], app.registry) for app in apps]
+        for n, ((manager, connection, archive), app) in enumerate(zip(writers, apps), 1):
+            threadlocal_manager.push({"registry": app.registry, "request": None})
+            try:
+                archive_message(archive.lists[LIST], mail(n, f"More on gyroscopes and zeppelins, part {n}.\n"))
+            finally:
+                threadlocal_manager.pop()
+        for manager, connection, archive in writers:
+            manager.commit()
+            connection.close()
+        for app in apps:
+            shared_storage.catch_up(app.registry._zodb_databases[""])
+            with prepare(registry=app.registry) as env:
+                archive = env["root"]
+                assert len(archive.lists[LIST].messages) == 3
+                assert archive.lists[LIST].activity.per_month["2024-03"] == 3
+                for word, expected in (("gyroscopes", 3), ("zeppelins", 3), ("1", 2)):
+                    count, _ = search(archive, Contains("text", word))
+                    assert count == expected, word
+    finally:
+        for app in apps:
+            app.registry._zodb_databases[""].close()
+
+
 def test_appends_to_one_value_are_kept_and_anything_else_is_a_conflict():
     bucket = AppendedBytesBucket()
     old = ((1, b"aaaa", 2, b"bbbb"),)

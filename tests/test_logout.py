@@ -15,7 +15,6 @@ from kittypyr import main
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, add_session_generations, bootstrap_archive
 from tests.accounts import FakeMailman, log_in, log_out
-from tests.functional import zeo_server_in
 from tests.mailbuilder import make_message
 from tests.test_app import make_app
 
@@ -91,35 +90,29 @@ def test_logging_out_ends_the_accounts_sessions_in_other_browsers_too(site, mail
     assert_anonymous(phone)
 
 
-@pytest.fixture(scope="module")
-def zeo_port(tmp_path_factory):
-    with zeo_server_in(tmp_path_factory.mktemp("logout-zeo")) as port:
-        yield port
-
-
-def zeo_app(folder, port):
+def shared_app(folder, storage):
     folder.mkdir()
     return main({}, **{
-        "zodbconn.uri": f"zeo://127.0.0.1:{port}?storage=1&blob_dir={folder}/blobs&shared_blob_dir=false",
+        "zodbconn.uri": storage.uri(folder),
         "kittypyr.base_url": "http://localhost/",
         # Both processes sign cookies with the same secret, as a site's do.
         "kittypyr.secret": "the same secret in every process",
     })
 
 
-def test_a_logout_in_one_process_ends_the_session_in_the_others(tmp_path, zeo_port, mailman):
+def test_a_logout_in_one_process_ends_the_session_in_the_others(tmp_path, shared_storage, mailman):
     # Two applications, each with its own database connection to one ZEO
-    # server, as two waitress processes of a site would have.
-    first, second = zeo_app(tmp_path / "first", zeo_port), zeo_app(tmp_path / "second", zeo_port)
+    # server or PostgreSQL database, as two waitress processes of a site
+    # would have.
+    first, second = (shared_app(tmp_path / "first", shared_storage),
+                     shared_app(tmp_path / "second", shared_storage))
     try:
         fill(first)
         browser = TestApp(first)
         log_in(browser, MEMBER)
         copied = browser.cookies[COOKIE]
         log_out(replay(second, copied))
-        # Wait for the second process's commit to reach the first one's
-        # cache, as a round trip to the ZEO server guarantees.
-        first.registry._zodb_databases[""].storage.ping()
+        shared_storage.catch_up(first.registry._zodb_databases[""])
         assert_anonymous(replay(first, copied))
         assert_anonymous(browser)
     finally:

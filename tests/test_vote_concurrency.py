@@ -14,7 +14,6 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 import transaction
-import ZEO
 from BTrees.Length import Length
 from pyramid.scripting import prepare
 from ZODB.POSException import ConflictError
@@ -24,7 +23,6 @@ from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.bootstrap import ROOT_KEY
 from kittypyr.msgid import message_id_hash
 from kittypyr.readers import reader_for
-from tests.functional import zeo_server_in
 from tests.mailbuilder import make_message
 from tests.test_app import make_app
 
@@ -174,16 +172,10 @@ def test_simultaneous_votes_on_one_message_merge_without_a_retry(app, monkeypatc
         assert len(env["root"].lists[LIST].threads[message_id_hash("<busy0@example.org>")]) == 3
 
 
-@pytest.fixture(scope="module")
-def zeo_port(tmp_path_factory):
-    with zeo_server_in(tmp_path_factory.mktemp("votes-zeo")) as port:
-        yield port
-
-
-def test_new_voters_and_first_votes_through_a_zeo_server(tmp_path, zeo_port):
+def test_new_voters_and_first_votes_through_a_shared_storage(tmp_path, shared_storage):
     # The archive as the web application makes it on that server.
-    uri = f"zeo://127.0.0.1:{zeo_port}?storage=1&blob_dir={tmp_path}/blob-cache&shared_blob_dir=false"
-    application = main({}, **{"zodbconn.uri": uri, "kittypyr.base_url": "http://localhost/"})
+    application = main({}, **{"zodbconn.uri": shared_storage.uri(tmp_path / "app"),
+                              "kittypyr.base_url": "http://localhost/"})
     try:
         fill(application.registry)
         with prepare(registry=application.registry) as env:
@@ -193,11 +185,10 @@ def test_new_voters_and_first_votes_through_a_zeo_server(tmp_path, zeo_port):
     finally:
         application.registry._zodb_databases[""].close()
 
-    db = ZEO.DB(("127.0.0.1", zeo_port), blob_dir=str(tmp_path / "voters-blob-cache"), shared_blob_dir=False)
-    db.setPoolSize(VOTERS + 2)
+    db = shared_storage.open_db(tmp_path / "voters", pool_size=VOTERS + 2)
     try:
         # Readers new to the site: their records are created as they vote,
-        # side by side in one tree, and the server merges those too.
+        # side by side in one tree, and the storage merges those too.
         crowd = Crowd(db, 1).run()
         assert crowd.failures == [] and crowd.conflicts == []
         assert counted(db, 1) == (VOTERS + 1, VOTERS + 1, VOTERS + 1, VOTERS + 1)

@@ -1,9 +1,10 @@
-"""Beyond one process: importers and the web app sharing a real ZEO server."""
+"""Beyond one process: importers and the web app sharing a real ZEO server, or RelStorage on PostgreSQL."""
 
 import json
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -21,32 +22,25 @@ from tests.functional import (
 from tests.test_cli import LIST, corpus
 
 
-@pytest.fixture(scope="session")
-def zeo_server(tmp_path_factory):
-    """One ZEO server (the ZEO package's runzeo) for the test session."""
-    with zeo_server_in(tmp_path_factory.mktemp("zeo")) as port:
-        yield port
-
-
 def zeo_config(folder, port, web_port):
     blob_cache = folder / "blob-cache"
     uri = f"zeo://127.0.0.1:{port}?storage=1&blob_dir={blob_cache}&shared_blob_dir=false"
     return write_config(folder, uri=uri, port=web_port)
 
 
-def test_two_importers_and_the_web_app_at_once(tmp_path, zeo_server):
+def test_two_importers_and_the_web_app_at_once(tmp_path, shared_storage):
     first = tmp_path / "first.mbox"
     second = tmp_path / "second.mbox"
-    # Overlapping halves: 1,000 messages in both files.
-    first.write_bytes(mbox_bytes(corpus(2000)))
-    second.write_bytes(mbox_bytes(corpus(2000, offset=1000)))
+    # Overlapping halves: 500 messages in both files.
+    first.write_bytes(mbox_bytes(corpus(1000)))
+    second.write_bytes(mbox_bytes(corpus(1000, offset=500)))
 
     web_port = free_port()
     configs = []
     for name in ("web", "import-a", "import-b"):
         folder = tmp_path / name
         folder.mkdir()
-        configs.append(zeo_config(folder, zeo_server, web_port))
+        configs.append(write_config(folder, uri=shared_storage.uri(folder), port=web_port))
 
     web_log = open(tmp_path / "web.log", "wb")
     web = subprocess.Popen([str(VENV_BIN / "pserve"), str(configs[0])], stdout=web_log, stderr=web_log)
@@ -72,12 +66,17 @@ def test_two_importers_and_the_web_app_at_once(tmp_path, zeo_server):
         assert pages > 0
 
         figures = json.loads(kittypyr("info", configs[1], LIST, "--json", check=True).stdout)
-        assert figures["messages"] == 3000
-        assert figures["threads"] == 600
+        assert figures["messages"] == 1500
+        assert figures["threads"] == 300
         archived = sum(int(out.split("archived ")[1].split(",")[0]) for out, _ in outputs)
-        assert archived == 3000
+        assert archived == 1500
         with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/", timeout=30) as response:
-            assert "3000 messages" in response.read().decode()
+            assert "1500 messages" in response.read().decode()
+        # Either importer's messages are found by the web app's search.
+        for phrase, subject in (("message 17", "Re: Topic 15"), ("message 1498", "Re: Topic 1495")):
+            query = urllib.parse.urlencode({"q": f'"{phrase}"', "mlist": LIST})
+            with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/search?{query}", timeout=30) as response:
+                assert subject in response.read().decode()
     finally:
         web.terminate()
         web.wait(timeout=30)

@@ -15,23 +15,37 @@ sooner), deleted messages gone (they left the catalog), a private list's
 feeds closed to anyone who may not read the list (403, as its pages: feed
 readers send no cookie). ETag and Last-Modified let readers poll cheaply:
 an unchanged feed answers 304 before any entry is rendered.
+
+So that a feed reader can follow a private list, a logged-in reader's
+pages name the list's and threads' feeds with their feed key
+(``?key=``): the reader's address and a keyed hash of it, good for the
+lists that address may read (asked of Mailman as for a login), until the
+reader makes a new key at ``/feed-keys`` (``Reader.feed_generation``
+counts the renewals).
 """
 
+import base64
+import hashlib
+import hmac
 import re
+from urllib.parse import urlencode
 from xml.sax.saxutils import escape, quoteattr
 
-from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
-from pyramid.response import Response
+from pyramid.authorization import ACLHelper, Authenticated, Everyone
+from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound, HTTPSeeOther
+from pyramid.security import NO_PERMISSION_REQUIRED
 from pyramid.traversal import find_root
 from pyramid.view import view_config
 from repoze.catalog.query import Eq
 from zope.index.text.parsetree import ParseError
 
 from kittypyr.catalog import search
+from kittypyr.readers import reader_for
 from kittypyr.rendering import obfuscate_address, render_body
 from kittypyr.resources import Archive, MailingList, Message, Thread
 from kittypyr.resources.browsing import Month, ThreadAlias
 from kittypyr.search import SearchLimits, message_query, visible_list_addresses
+from kittypyr.security import SITE_ADMIN, memberships, site_admins
 from kittypyr.stats import activity_of
 from kittypyr.views.presentation import display_name, set_validators, subject_line
 from kittypyr.views.threads import shown_part
@@ -118,7 +132,13 @@ def _sender_of(message):
 
 
 def atom_response(request, self_url, title, page_url, entries, updated, subtitle=""):
-    """The feed document at ``self_url`` (its id too): ``entries`` are (already made) entry strings."""
+    """The feed document at ``self_url`` (its id): ``entries`` are (already made) entry strings.
+
+    Its ``self`` link keeps the reader's feed key, its id does not.
+    """
+    self_link = self_url
+    if request.params.get("key"):
+        self_link += ("&" if "?" in self_url else "?") + urlencode({"key": request.params["key"]})
     body = "".join([
         '<?xml version="1.0" encoding="utf-8"?>\n',
         '<feed xmlns="http://www.w3.org/2005/Atom" xmlns:thr="http://purl.org/syndication/thread/1.0">',
@@ -126,7 +146,7 @@ def atom_response(request, self_url, title, page_url, entries, updated, subtitle
         f'<title type="text">{_text(title)}</title>',
         f'<subtitle type="text">{_text(subtitle)}</subtitle>' if subtitle else "",
         f"<updated>{updated}</updated>",
-        f'<link rel="self" type="{ATOM_TYPE}" href={_attr(self_url)}/>',
+        f'<link rel="self" type="{ATOM_TYPE}" href={_attr(self_link)}/>',
         f'<link rel="alternate" type="text/html" href={_attr(page_url)}/>',
         # Entries name their own authors; the feed's is the archive.
         "<author><name>kittypyr</name></author>",
@@ -164,9 +184,12 @@ def _messages_feed(request, self_url, messages, title, page_url, subtitle, *key)
                          atom_date(updated) if updated else "1970-01-01T00:00:00Z", subtitle)
 
 
-@view_config(context=MailingList, name="feed")
+@view_config(context=MailingList, name="feed", permission=NO_PERMISSION_REQUIRED)
 def list_feed(context, request):
     """``/list/<address>/feed/``: the newest messages; ``.../feed/threads``: the newest threads."""
+    refused = _refusal(request, context)
+    if refused is not None:
+        return refused
     if request.subpath == ("threads",):
         return threads_feed(context, request)
     if request.subpath:
@@ -193,10 +216,13 @@ def threads_feed(mailing_list, request):
                          obfuscate_address(mailing_list.description or ""))
 
 
-@view_config(context=Thread, name="t.atom")
+@view_config(context=Thread, name="t.atom", permission=NO_PERMISSION_REQUIRED)
 def thread_feed(context, request):
     """``/list/<address>/thread/<key>/t.atom``: the thread's newest messages."""
     mailing_list = context.mailing_list
+    refused = _refusal(request, mailing_list)
+    if refused is not None:
+        return refused
     query = Eq("kind", "message") & Eq("list", mailing_list.address) & Eq("thread", context.__name__)
     messages = _newest_messages(find_root(context), query)
     return _messages_feed(request, request.resource_url(context, "t.atom"), messages,
@@ -229,6 +255,100 @@ def search_feed(context, request):
                           f"Search: {text}",
                           request.resource_url(context, "search", query=query), "", "search", text, mlist)
 
+# --- feed keys: private feeds for feed readers, which send no cookie -----------
+
+
+def _key_signature(registry, address, generation):
+    message = f"kittypyr.feed-key\x1f{address}\x1f{generation}".encode("utf-8")
+    return hmac.new(registry.kittypyr_secret.encode("utf-8"), message, hashlib.sha256).hexdigest()[:32]
+
+
+def _generation(request, address):
+    reader = reader_for(request.root, address)
+    return reader.feed_generation if reader is not None else 0
+
+
+def feed_key(request, address):
+    """The feed key of ``address``: it names the reader and is good until they make a new one."""
+    encoded = base64.urlsafe_b64encode(address.encode("utf-8")).decode("ascii").rstrip("=")
+    return f"{encoded}.{_key_signature(request.registry, address, _generation(request, address))}"
+
+
+def key_holder(request):
+    """The address whose feed key the request carries (``?key=``); None without one, or for an old one."""
+    encoded, _, signature = request.params.get("key", "").partition(".")
+    if not encoded or not signature:
+        return None
+    try:
+        address = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    expected = _key_signature(request.registry, address, _generation(request, address))
+    return address if hmac.compare_digest(signature, expected) else None
+
+
+def _principals_of(registry, address):
+    """What ``address`` would be allowed as if it had logged in: its roles come from Mailman."""
+    found = [Everyone, Authenticated, f"user:{address}"]
+    if address in site_admins(registry):
+        found.append(SITE_ADMIN)
+    found += [f"{role}:{list_id}" for list_id, role in memberships.roles(registry, address)]
+    return found
+
+
+def _refusal(request, mailing_list):
+    """None when the reader may read ``mailing_list`` (logged in, or by a feed key); else the 403 answer."""
+    if request.has_permission("view", mailing_list):
+        return None
+    holder = key_holder(request)
+    if holder is not None and ACLHelper().permits(mailing_list, _principals_of(request.registry, holder),
+                                                  "view"):
+        # A private list's mail, for one reader: no shared cache may keep it.
+        request.response.cache_control.private = True
+        return None
+    from kittypyr.views.accounts import forbidden
+
+    return forbidden(request)
+
+
+def _keyed(request, mailing_list, url):
+    """``url`` with the logged-in reader's feed key, when ``mailing_list`` is private."""
+    if request.user is None or mailing_list.archive_policy != "private":
+        return url
+    return url + ("&" if "?" in url else "?") + urlencode({"key": feed_key(request, request.user.address)})
+
+
+@view_config(context=Archive, name="feed-keys", request_method="GET", renderer="kittypyr.templates:feed_keys.pt")
+def feed_keys_page(context, request):
+    """What a feed key is, and the form that makes a new one."""
+    if request.user is None:
+        from kittypyr.views.accounts import forbidden
+
+        return forbidden(request)
+    return {"renewed": request.params.get("renewed") == "1"}
+
+
+@view_config(context=Archive, name="feed-keys", request_method="POST")
+def renew_feed_key(context, request):
+    """Make a new feed key: every feed address with the old one stops working."""
+    if request.user is None:
+        from kittypyr.views.accounts import forbidden
+
+        return forbidden(request)
+    reader = reader_for(context, request.user.address, create=True)
+    reader.feed_generation += 1
+    return HTTPSeeOther(request.resource_url(context, "feed-keys", query={"renewed": "1"}))
+
+
+def feed_key_links(request):
+    """``[(label, url)]``: on a private list's overview, for a reader logged in, where feed keys are renewed."""
+    context = getattr(request, "context", None)
+    if (request.user is None or not isinstance(context, MailingList) or request.view_name
+            or context.archive_policy != "private" or not request.has_permission("view", context)):
+        return []
+    return [("Your feed addresses carry a key: make a new one", request.resource_url(request.root, "feed-keys"))]
+
+
 
 def feed_links(request):
     """``[(title, url)]``: the feeds of the page's resource, for ``<link rel="alternate">`` and its template."""
@@ -253,9 +373,11 @@ def feed_links(request):
         links.append(("Feed of this thread (Atom)", request.resource_url(thread, "t.atom")))
     links.append(("Feed of new messages (Atom)", request.resource_url(mailing_list, "feed", "")))
     links.append(("Feed of new threads (Atom)", request.resource_url(mailing_list, "feed", "threads")))
-    return links
+    # A feed reader sends no cookie: a private list's feeds carry the reader's key.
+    return [(label, _keyed(request, mailing_list, url)) for label, url in links]
 
 
 def includeme(config):
     config.add_request_method(feed_links, "feed_links", reify=True)
+    config.add_request_method(feed_key_links, "feed_key_links", reify=True)
     config.scan(__name__)

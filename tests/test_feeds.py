@@ -230,3 +230,51 @@ def test_pages_name_their_feeds_for_browsers_and_feed_readers(app):
             read_feed(browser.get(link["href"]))
         assert [a["href"] for a in page.html.select("a.feed")] == [link["href"] for link in links], path
     assert browser.get("/").html.select('head link[rel="alternate"]') == []
+
+
+def test_a_members_feed_reader_follows_a_private_list_by_the_members_key(app, monkeypatch):
+    import base64
+
+    from kittypyr import security
+
+    fake = FakeMailman(monkeypatch)
+    fake.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member")])
+    member = TestApp(app)
+    log_in(member, MEMBER)
+    assert all("key=" not in link["href"]
+               for link in member.get(f"/list/{LIST}/").html.select('head link[rel="alternate"]'))
+    thread = message_id_hash("<boardfeed@example.org>")
+    hrefs = [link["href"] for page in (f"/list/{PRIVATE}/", f"/list/{PRIVATE}/thread/{thread}/")
+             for link in member.get(page).html.select('head link[rel="alternate"]')]
+    assert len(hrefs) == 5 and all("?key=" in href for href in hrefs)
+    feed_reader = TestApp(app)  # no cookie, no login
+    for href in hrefs:
+        answer = feed_reader.get(href)
+        parsed, root = read_feed(answer)
+        assert parsed.entries[0].title == "Feeds secret"
+        assert answer.headers["Cache-Control"] == "private"
+        assert "key=" in root.find(f"{ATOM}link[@rel='self']").get("href")
+        assert "key=" not in root.find(f"{ATOM}id").text
+    feed = hrefs[2]
+    key = feed.split("key=")[1]
+    # A key names its reader: another address with this signature opens nothing.
+    forged = base64.urlsafe_b64encode(b"outsider@example.org").decode().rstrip("=") + "." + key.split(".")[1]
+    feed_reader.get(feed.split("?")[0], {"key": forged}, status=403)
+    feed_reader.get(feed.split("?")[0], {"key": "nonsense"}, status=403)
+    # It reads what its reader may read, as Mailman says now.
+    fake.roles[MEMBER] = set()
+    security.memberships.forget(MEMBER)
+    feed_reader.get(feed, status=403)
+    fake.roles[MEMBER] = {(PRIVATE, "member")}
+    security.memberships.forget(MEMBER)
+    feed_reader.get(feed, status=200)
+    # A new key: every address with the old one stops working.
+    page = member.get(f"/list/{PRIVATE}/").click(href="/feed-keys")
+    renewed = page.forms["renew-feed-key"].submit().follow()
+    assert "You have a new feed key" in renewed.text
+    feed_reader.get(feed, status=403)
+    new_feed = member.get(f"/list/{PRIVATE}/").html.select('head link[rel="alternate"]')[0]["href"]
+    assert new_feed != feed
+    read_feed(feed_reader.get(new_feed))
+    TestApp(app).get("/feed-keys", status=403)
+    member.post("/feed-keys", status=400)  # no form token

@@ -124,8 +124,11 @@ class Reader(Persistent):
     ``favourites``: (list address, thread key) -> datetime;
     ``seen``: (list address, thread key) -> timestamp of the newest message
     the reader saw there; ``since``: list address -> timestamp before which
-    everything in the list counts as read.
+    everything in the list counts as read. ``feed_generation``: how many
+    times the reader made a new feed key (see ``kittypyr.feeds``).
     """
+
+    feed_generation = 0
 
     def __init__(self, address):
         self.address = address

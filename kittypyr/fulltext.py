@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 from repoze.catalog.query import Query
+from zope.index.text import widcode
 from zope.index.text.baseindex import inverse_doc_frequency
 
 from kittypyr.lexicon import OkapiIndex, PreparedText, encode_positions, packed_postings, split_words
@@ -164,10 +165,25 @@ class FullTextIndex(OkapiIndex):
         self._add_new_document(docid, zip(wids, text.values))
         count = len(positions)
         self._docweight[docid] = count
-        self._docwords[docid] = encode_positions(wids, positions)
+        # widcode's characters are all below 256: as bytes a third smaller
+        # than the UTF-8 a pickled string takes, and searched the same way.
+        self._docwords[docid] = encode_positions(wids, positions).encode("latin-1")
         self.documentCount.change(1)
         self._change_doc_len(count)
         return count
+
+    def get_words(self, docid):
+        words = self._docwords[docid]
+        return widcode.decode(words.decode("latin-1") if type(words) is bytes else words)
+
+    def search_phrase(self, phrase):
+        # zope.index's parser asks phrases here: the same answer as ``term``.
+        words = self._lexicon.parseTerms(phrase) if isinstance(phrase, str) else list(phrase)
+        scored = self.term(words)
+        bucket = self.family.IF.BTree()
+        if scored is not None:
+            bucket.update(dict(zip(scored.docids.tolist(), scored.scores.tolist())))
+        return bucket
 
     # --- scoring ------------------------------------------------------------
 
@@ -238,9 +254,15 @@ class FullTextIndex(OkapiIndex):
                 return EMPTY
         if len(wids) > 1:
             code = encode_positions(wids, range(len(wids)))
+            as_bytes = code.encode("latin-1")
             docwords = self._docwords
-            keep = np.fromiter((docwords[docid].find(code) >= 0 for docid in scored.docids.tolist()),
-                               dtype=bool, count=len(scored))
+
+            def holds(docid):
+                words = docwords[docid]
+                return words.find(as_bytes if type(words) is bytes else code) >= 0
+
+            keep = np.fromiter((holds(docid) for docid in scored.docids.tolist()), dtype=bool,
+                               count=len(scored))
             scored = Scored(scored.docids[keep], scored.scores[keep])
         return scored
 

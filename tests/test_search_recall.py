@@ -251,4 +251,7 @@ def test_an_archive_made_before_is_upgraded_at_start_up(tmp_path):
         assert run_search(archive, "cpu_zebramask", [DEV]).total == 1
         assert run_search(archive, "file:smp.c", [DEV]).total == 1
         assert archive.catalog.query(Contains("text", "wombatcomment"))[0] == 1
+        # Phrases asked through the catalog's own query parser (exports, feeds) too.
+        assert archive.catalog.query(Contains("text", '"kestrel osprey"'))[0] == 1
+        assert archive.catalog.query(Contains("text", '"osprey kestrel"'))[0] == 0
     application.registry._zodb_databases[""].close()

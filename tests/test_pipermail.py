@@ -7,10 +7,13 @@ import transaction
 from pyramid.scripting import prepare
 from webtest import TestApp
 
-from kittypyr.archiving import ensure_mailing_list
+from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.importing import import_mail
+from kittypyr.moderation import delete_messages
 from kittypyr.msgid import message_id_hash
+from kittypyr.security import User
 from tests.functional import kittypyr, write_config
+from tests.mailbuilder import attachment, make_message, multipart
 from tests.pipermail_folder import Post, attachment_path, write_folder
 from tests.test_app import make_app
 
@@ -235,3 +238,45 @@ def test_import_command_maps_again_on_a_second_run(tmp_path):
     again = kittypyr("import", config, LIST, folder, "--workers", "0")
     assert "duplicates 5" in again.stdout
     assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in again.stdout
+
+
+def test_folder_imported_after_the_original_mail(app, tmp_path):
+    # The list's own mbox (with its attachments whole) came first; the
+    # folder then only brings its numbers, and its attachment links lead
+    # to the attachments themselves.
+    posts = thread_posts()
+    posts[2].attachments = (("data.bin", b"\x00\x01binary"),)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for post in posts:
+            body = post.body if not post.attachments else multipart(
+                "mixed", post.body, attachment(b"\x00\x01binary", filename="data.bin"))
+            archive_message(mailing_list, make_message(
+                message_id=f"<{post.message_id}>", subject=post.subject, sender=(post.author, post.email),
+                date=post.date, in_reply_to=f"<{post.in_reply_to}>" if post.in_reply_to else None, body=body))
+        transaction.commit()
+    folder = write_folder(tmp_path / "dev", posts, style="none")
+    (folder / "2007-March.txt").unlink()  # pages alone still map to what is archived
+    report = import_folder(app, folder)
+    assert any("5 pages, 0 mapped by Message-ID, 5 by date, author and subject" in line for line in report.summary())
+    browser = TestApp(app)
+    for post in posts:
+        assert moved(browser, f"/pipermail/dev/x/{post.number:06d}.html") == message_url(post.message_id)
+    location = moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'data.bin')}")
+    assert location.startswith(message_url(posts[2].message_id) + "attachment/")
+    assert browser.get(location).body == b"\x00\x01binary"
+
+
+def test_a_deleted_message_stays_gone_under_its_old_url(app, tmp_path):
+    posts = thread_posts()
+    import_folder(app, write_folder(tmp_path / "dev", posts))
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        delete_messages(mailing_list, [message_id_hash(posts[1].message_id)], User("admin@example.org"))
+        transaction.commit()
+    browser = TestApp(app)
+    location = moved(browser, "/pipermail/dev/2007-March/000001.html")
+    assert browser.get(location, status=410)
+    # Imported again, the deleted message is skipped and its page still leads to where it was.
+    import_folder(app, write_folder(tmp_path / "again", posts))
+    assert moved(browser, "/pipermail/dev/2007-March/000001.html") == location

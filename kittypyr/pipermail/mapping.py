@@ -218,6 +218,9 @@ class PageMatcher:
             for message_id in {page.message_id, page.link_id} - {""}:
                 self.by_id.setdefault(message_id, []).append(number)
             self.by_subject.setdefault(subject_key(page.subject), []).append(number)
+        # Compared with every message of the same subject: worked out once.
+        self.authors = {number: person_key(page.author) or person_key(page.email)
+                        for number, page in pages.items()}
         # Message-ID -> {hash: Shown} of the messages stored under it (more
         # than one when different mail reused a Message-ID).
         self.stored_under = {}
@@ -240,7 +243,9 @@ class PageMatcher:
             self.stored_under.setdefault(mail.message_id, {})[name] = shown
             concerned.update(self.by_id[mail.message_id])
         for number in self.by_subject.get(shown.subject, ()):
-            level = agreement(self.pages[number], shown)
+            if self.authors[number] not in shown.people:
+                continue
+            level = date_agreement(self.pages[number], shown)
             if level:
                 self.look_alike.setdefault(number, {})[name] = level
                 concerned.add(number)

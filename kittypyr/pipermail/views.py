@@ -76,6 +76,13 @@ def _message_url(request, mailing_list, message_hash):
     return request.resource_url(mailing_list.messages[message_hash])
 
 
+def _to_message(request, mailing_list, number, message_hash):
+    try:
+        return _moved(_message_url(request, mailing_list, message_hash))
+    except KeyError:  # neither archived nor deleted: a mapping older than the archive
+        return missing_message(request, mailing_list, number)
+
+
 def _month(mailing_list, year, month):
     return Month(Year(mailing_list, year), month)
 
@@ -128,7 +135,7 @@ def archive_redirect(request, mailing_list, rest):
             message_hash = record.numbers.get(number) if record is not None else None
             if message_hash is None:
                 return missing_message(request, mailing_list, number)
-            return _moved(_message_url(request, mailing_list, message_hash))
+            return _to_message(request, mailing_list, number, message_hash)
     if len(rest) <= 2 and (len(rest) == 1 or rest[1] in _VOLUME_INDEXES):
         known = volume_month(first)
         if known is not None:
@@ -152,7 +159,7 @@ def _attachment(request, mailing_list, record, path):
         for attachment in message.attachments:
             if attachment.filename == name:
                 return _moved(attachment_url(request, attachment))
-    return _moved(_message_url(request, mailing_list, message_hash))
+    return _to_message(request, mailing_list, number, message_hash)
 
 
 def _whole_list_export(request, mailing_list):

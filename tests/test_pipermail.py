@@ -252,7 +252,9 @@ def test_folder_imported_after_the_original_mail(app, tmp_path):
             body = post.body if not post.attachments else multipart(
                 "mixed", post.body, attachment(b"\x00\x01binary", filename="data.bin"))
             archive_message(mailing_list, make_message(
-                message_id=f"<{post.message_id}>", subject=post.subject, sender=(post.author, post.email),
+                # Pipermail showed replies' subjects without their "Re:".
+                message_id=f"<{post.message_id}>", subject=("Re: " if post.in_reply_to else "") + post.subject,
+                sender=(post.author, post.email),
                 date=post.date, in_reply_to=f"<{post.in_reply_to}>" if post.in_reply_to else None, body=body))
         transaction.commit()
     folder = write_folder(tmp_path / "dev", posts, style="none")

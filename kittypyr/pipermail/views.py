@@ -25,6 +25,7 @@ from kittypyr.pipermail.mapping import pipermail_archive, subject_key
 from kittypyr.pipermail.pages import volume_month
 from kittypyr.resources import Archive, MailingList
 from kittypyr.resources.browsing import Month, Year
+from kittypyr.views.threads import attachment_url
 
 _MESSAGE_PAGE = re.compile(r"^(\d{6,})\.html$")
 _MONTH_TEXT = re.compile(r"^(\d{4}-[A-Za-z]+)\.txt(?:\.gz)?$")
@@ -153,8 +154,6 @@ def _attachment(request, mailing_list, record, path):
         raise HTTPNotFound()
     message = mailing_list.messages.data.get(message_hash)
     if message is not None and request.has_permission("view", mailing_list):
-        from kittypyr.views.threads import attachment_url
-
         name = path.rsplit("/", 1)[-1]
         for attachment in message.attachments:
             if attachment.filename == name:

@@ -1,6 +1,6 @@
 """mbox export speed and memory over HTTP on a real archive, served by waitress.
 
-    .venv/bin/python bench/export.py [--data DIR] [--corpus PATH] [--runs N]
+    .venv/bin/python bench/export.py [--data DIR] [--corpus PATH] [--runs N] [--round-trip]
 
 Imports the corpus into DIR (skipped when DIR already holds an archive),
 serves it with ``pserve`` on a free loopback port, then downloads the
@@ -11,7 +11,9 @@ whole list leaves it where a month does (it grows over the first runs
 while the pool's connections fill their object caches, then stays). The
 server's CPU seconds are printed beside the wall-clock times, which a busy
 machine stretches. The last whole export is read back with kittypyr's own
-mbox reader and its messages counted.
+mbox reader and its messages counted; with ``--round-trip`` it is also
+imported into an empty archive, which is compared with the first: the same
+hashes, threads, parents and original bytes.
 """
 
 import argparse
@@ -82,10 +84,16 @@ def main():
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--month", default="2009-06", help="the month exported for comparison (YYYY-MM)")
+    parser.add_argument("--round-trip", action="store_true",
+                        help="import the whole export into an empty archive and compare the two")
+    parser.add_argument("--compare", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.compare:
+        compare(*args.compare)
+        return
 
     started = time.perf_counter()
-    with served_archive(args.data, args.corpus, LIST, "kittypyr-export-") as (_, port, server, _):
+    with served_archive(args.data, args.corpus, LIST, "kittypyr-export-") as (config, port, server, _):
         print(f"server up in {time.perf_counter() - started:.1f} s (a new index is filled at the first start)")
         year, month = args.month.split("-")
         following = f"{int(year) + (month == '12'):04d}-{int(month) % 12 + 1:02d}"
@@ -118,8 +126,54 @@ def main():
     count = sum(1 for _ in read_mail(plain))
     print(f"the whole export holds {count} messages ({plain.stat().st_size / 1e6:.0f} MB of mbox)")
     plain.unlink()
+    if args.round_trip:
+        round_trip(config, kept)
     kept.unlink()
     kept.parent.rmdir()
+
+
+def round_trip(config, export):
+    """Import ``export`` into an empty archive, then compare it with the one it came from."""
+    import subprocess
+
+    from tests.functional import kittypyr, write_config
+
+    folder = Path(tempfile.mkdtemp(prefix="kittypyr-export-again-"))
+    other = write_config(folder)
+    started = time.perf_counter()
+    kittypyr("import", other, LIST, export, "--quiet", check=True, timeout=3600)
+    print(f"the export imported into an empty archive in {time.perf_counter() - started:.0f} s")
+    # In a child: the two storages are opened by a process of their own.
+    subprocess.run([sys.executable, __file__, "--compare", str(config), str(other)], check=True)
+
+
+def compare(config, other):
+    """Print whether two archives hold the same messages, original bytes, hashes and threads."""
+    import hashlib
+
+    from pyramid.paster import bootstrap
+
+    def contents(path):
+        found = {}
+        with bootstrap(path) as env:
+            mailing_list = env["root"].lists[LIST]
+            for count, (name, message) in enumerate(mailing_list.messages.items()):
+                original = message.original_bytes()
+                # An mbox ends every message with a line end: one without gains it.
+                if not original.endswith(b"\n"):
+                    original += b"\n"
+                found[name] = (message.thread, message.parent, hashlib.sha1(original).hexdigest())
+                if count % 1000 == 0:
+                    message._p_jar.cacheGC()
+            threads = len(mailing_list.threads)
+        return found, threads
+
+    first, first_threads = contents(config)
+    second, second_threads = contents(other)
+    differing = [name for name in first if first[name] != second.get(name)]
+    print(f"round trip: {len(first)} and {len(second)} messages, {first_threads} and {second_threads} threads; "
+          f"{len(set(first) ^ set(second))} hashes in one only; {len(differing)} messages whose thread, "
+          f"parent or original bytes differ")
 
 
 if __name__ == "__main__":

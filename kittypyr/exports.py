@@ -22,6 +22,7 @@ list's views are closed to anyone who may not read it.
 """
 
 import gzip
+import heapq
 import logging
 import re
 import struct
@@ -43,6 +44,7 @@ from zope.index.text.parsetree import ParseError
 from zope.interface import implementer
 
 from kittypyr.bootstrap import ROOT_KEY
+from kittypyr.msgid import message_id_hash
 from kittypyr.resources import Archive, MailingList, Message, Thread
 from kittypyr.resources.browsing import Month, ThreadAlias
 from kittypyr.resources.message import CompressedOriginal
@@ -129,6 +131,23 @@ def _care_needed(original):
     return needs_care(raw) or not inflater.eof or bool(inflater.unused_data)
 
 
+def _written_after(message):
+    """The date (a timestamp) an export must have passed before ``message`` goes in it, or None.
+
+    Two different messages may carry one Message-ID: the one archived
+    first is named by its hash, the others by a derived one. An import
+    gives the plain hash to whichever comes first, so a message under a
+    derived name goes after the one that holds the plain name, even when
+    it is dated earlier; otherwise the export is in date order.
+    """
+    if not message.original_message_id or message.message_id == message.original_message_id:
+        return None
+    holder = message.mailing_list.messages.data.get(message_id_hash(message.original_message_id))
+    if holder is None or holder is message or holder.timestamp <= message.timestamp:
+        return None
+    return int(holder.timestamp)
+
+
 @implementer(ICatalogIndex)
 class MboxIndex(Persistent):
     """The catalog index of what an export needs of each message, without loading the message.
@@ -145,8 +164,16 @@ class MboxIndex(Persistent):
     """
 
     family = BTrees.family64
+    # The form of the entries; an index of another form is made again at start-up.
+    LAYOUT = 2
+    layout = 1
+
+    @classmethod
+    def is_current(cls, index):
+        return isinstance(index, cls) and index.layout == cls.LAYOUT
 
     def __init__(self):
+        self.layout = self.LAYOUT
         self.entries = self.family.IO.BTree()
         # The catalogued documents that are not messages (threads), so that
         # ``docids()`` names every document the catalog gave this index.
@@ -155,7 +182,7 @@ class MboxIndex(Persistent):
     def index_doc(self, docid, obj):
         if isinstance(obj, Message):
             self.entries[docid] = (obj.original, _care_needed(obj.original), obj.sender_address or "",
-                                   int(obj.timestamp))
+                                   int(obj.timestamp), _written_after(obj))
             if docid in self.others:
                 self.others.remove(docid)
         else:
@@ -177,7 +204,7 @@ class MboxIndex(Persistent):
         return self.family.IF.union(self.family.IF.TreeSet(self.entries.keys()), self.others)
 
     def entry(self, docid):
-        """``(original, careful, sender, timestamp)`` of the message ``docid``, or None."""
+        """``(original, careful, sender, timestamp, not_before)`` of the message ``docid``, or None."""
         return self.entries.get(docid)
 
     def apply(self, query):
@@ -274,19 +301,33 @@ def stream_mbox(db, docids):
     try:
         index = connection.root()[ROOT_KEY].catalog["mbox"]
         writer = MboxWriter()
+
+        def write(entry):
+            writer.add(*entry[:4])
+            # Nothing is kept of a message once written.
+            if hasattr(entry[0], "_p_deactivate"):
+                entry[0]._p_deactivate()
+
+        # Messages that must wait for a later one (see _written_after), by the date they wait for.
+        waiting = []
         for count, docid in enumerate(docids, 1):
             entry = index.entry(docid)
             if entry is None:
                 continue  # deleted since the view chose it
-            writer.add(*entry)
-            # Nothing is kept of a message once written.
-            if hasattr(entry[0], "_p_deactivate"):
-                entry[0]._p_deactivate()
+            timestamp, not_before = entry[3], entry[4]
+            while waiting and waiting[0][0] < timestamp:
+                write(heapq.heappop(waiting)[2])
+            if not_before is not None and not_before >= timestamp:
+                heapq.heappush(waiting, (not_before, docid, entry))
+            else:
+                write(entry)
             if count % _TRIM_EVERY == 0:
                 connection.cacheGC()
             data = writer.take()
             if data:
                 yield data
+        while waiting:
+            write(heapq.heappop(waiting)[2])
         yield writer.finish()
     finally:
         manager.abort()

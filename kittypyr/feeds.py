@@ -114,8 +114,8 @@ def thread_entry(request, thread):
         f"<id>{_text(url)}</id>",
         f'<title type="text">{_text(subject_line(thread.subject))}</title>',
         f'<link rel="alternate" type="text/html" href={_attr(url)}/>',
-        f'<link rel="replies" type="{ATOM_TYPE}" href={_attr(request.resource_url(thread, "t.atom"))} '
-        f'thr:count="{replies}" thr:updated="{atom_date(thread.last_date)}"/>',
+        (f'<link rel="replies" type="{ATOM_TYPE}" href={_attr(request.resource_url(thread, "t.atom"))} '
+         f'thr:count="{replies}" thr:updated="{atom_date(thread.last_date)}"/>'),
         f"<author><name>{_text(_sender_of(starter))}</name></author>",
         f"<published>{atom_date(thread.date_started)}</published>",
         f"<updated>{atom_date(thread.last_date)}</updated>",

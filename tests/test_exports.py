@@ -279,3 +279,31 @@ def test_large_originals_and_the_old_keys_of_merged_threads(app, tmp_path):
     assert b"\n>From the lab.\n" in gzip.decompress(export.body)
     feed = browser.get(f"/list/{LIST}/thread/{old_key}/t.atom", status=301)
     assert feed.location.endswith(f"/thread/{message_id_hash('<late@example.org>')}/t.atom")
+
+
+def test_a_reused_message_id_keeps_its_hashes_through_an_export(app, tmp_path):
+    # Two different messages with one Message-ID: the first archived keeps the
+    # plain hash, the other gets a derived one, though it is dated earlier.
+    first = make_message(message_id="<reused@example.org>", subject="Reused", date=START + timedelta(days=20),
+                         body="The first to arrive.\n")
+    second = make_message(message_id="<reused@example.org>", subject="Reused", date=START + timedelta(days=10),
+                          body="Older, but archived second.\n")
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        archive_message(mailing_list, first)
+        archive_message(mailing_list, second)
+        before = {name: m.original_bytes() for name, m in mailing_list.messages.items()
+                  if m.original_message_id == "reused@example.org"}
+        transaction.commit()
+    assert len(before) == 2 and before[message_id_hash("<reused@example.org>")] == first
+    mbox = tmp_path / "dev.mbox.gz"
+    mbox.write_bytes(TestApp(app).get(f"/list/{LIST}/export/dev.mbox.gz").body)
+    (tmp_path / "other").mkdir()
+    other = make_app(tmp_path / "other")
+    try:
+        with prepare(registry=other.registry) as env:
+            import_mail(env["root"], LIST, [str(mbox)], transaction.manager, workers=0, progress=False)
+            messages = env["root"].lists[LIST].messages
+            assert {name: messages[name].original_bytes() for name in before} == before
+    finally:
+        other.registry._zodb_databases[""].close()

@@ -695,8 +695,9 @@ def _matching_line(text, pattern):
     Best is the author's own words, then quotes and patches, then
     header-like lines; the first such line in reading order.
     """
-    # Zones are worked out only as far as the first few matches reach.
-    matches = list(itertools.islice(pattern.finditer(text), 20))
+    # Zones are worked out only as far as the first few matches reach: a
+    # word matched deep in a long patch must not cost walking all of it.
+    matches = list(itertools.islice(pattern.finditer(text), 3))
     if not matches:
         return None
     cut = text.find("\n", matches[-1].end())

@@ -41,6 +41,8 @@ PATCH_SUFFIXES = (".patch", ".diff", ".txt", ".log")
 _PATCH_FIRST = frozenset(start[0] for start in PATCH_START)
 _PATCH_CONTINUE = ("+", "-", " ", "@@", *PATCH_HEADERS)
 _BLANKS = frozenset(" \t\f\v")
+# First characters of the diff header lines that name files.
+_HEADER_FIRST = frozenset("d-+I")
 SIGNATURE = "-- "
 
 
@@ -73,9 +75,12 @@ def _patch_line(zones, line, attached):
         zones.add(PATCH | ADDED | extra, 1, line[1:])
     elif line.startswith("-") and not line.startswith("---"):
         zones.add(PATCH | REMOVED | extra, 1, line[1:])
+    elif line[:1] == " ":
+        zones.add(PATCH | extra, 1, line[1:])
     else:
-        zones.paths.update(paths_of_header(line))
-        zones.add(PATCH | extra, 1, line[1:] if line[:1] == " " else line)
+        if line[:1] in _HEADER_FIRST:
+            zones.paths.update(paths_of_header(line))
+        zones.add(PATCH | extra, 1, line)
 
 
 def paths_of_header(line):

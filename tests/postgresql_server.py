@@ -31,16 +31,20 @@ class PostgreSQLServer:
 
     user = "postgres"
 
-    def __init__(self):
+    def __init__(self, folder=None):
+        """A cluster in a new temporary folder, removed at the end; or in ``folder``, kept (a benchmark's)."""
         self.bin = server_binaries()
         self.as_root = os.geteuid() == 0
-        self.folder = Path(tempfile.mkdtemp(prefix="kittypyr-postgresql-"))
+        self.kept = folder is not None
+        self.folder = Path(folder) if self.kept else Path(tempfile.mkdtemp(prefix="kittypyr-postgresql-"))
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.data = self.folder / "data"
         self.run = self.folder / "run"
         self.log = self.run / "postgresql.log"
         self.port = free_port()
+        self.initialised = (self.data / "PG_VERSION").exists()
         for folder in (self.data, self.run):
-            folder.mkdir()
+            folder.mkdir(exist_ok=True)
         if self.as_root:
             shutil.chown(self.folder, self.user, self.user)
             for folder in (self.data, self.run):
@@ -82,19 +86,35 @@ class PostgreSQLServer:
                          {"blob_dir": blob_cache, "shared_blob_dir": "false", **options}.items())
         return f"postgres://{self.user}@127.0.0.1:{self.port}/{database}?{query}"
 
+    def has_database(self, name):
+        listed = self._command("psql", "-h", "127.0.0.1", "-p", self.port, "-U", self.user, "-Atc",
+                               f"SELECT 1 FROM pg_database WHERE datname = '{name}'", "postgres")
+        return listed.stdout.strip() == "1"
+
+    def copy_database(self, template, name):
+        """A new database ``name`` made as a copy of ``template`` (no client may be connected to it)."""
+        self._command("createdb", "-h", "127.0.0.1", "-p", self.port, "-U", self.user, "-T", template, name)
+        return name
+
+    def drop_database(self, name):
+        self._command("dropdb", "-h", "127.0.0.1", "-p", self.port, "-U", self.user, "--if-exists", name)
+
     def remove(self):
         try:
-            self.stop(mode="immediate")
+            self.stop(mode="fast" if self.kept else "immediate")
         except subprocess.CalledProcessError:
             pass  # not running
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if not self.kept:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self):
         try:
-            self.initialise()
+            if not self.initialised:
+                self.initialise()
             self.start()
         except BaseException:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            if not self.kept:
+                shutil.rmtree(self.folder, ignore_errors=True)
             raise
         return self
 

@@ -235,8 +235,11 @@ def test_a_policy_changed_in_mailman_holds_for_every_url_family(stack):
         thread_path: 403, path: 403, path + "raw": 403, attachment_path: 403,
         f"api/list/{address}/": 403, f"api/list/{address}/thread/{thread_key}/": 403,
         f"api/list/{address}/email/{message_hash}/": 403, f"list/{address}/tag/": 403,
+        f"list/{address}/export/policy.mbox.gz": 403, f"list/{address}/feed/": 403,
+        f"list/{address}/feed/threads": 403, thread_path + "t.mbox.gz": 403, thread_path + "t.atom": 403,
     }
-    hidden = [f"search?q={word}", f"api/search?q={word}", "", "api/lists/", profile_path]
+    hidden = [f"search?q={word}", f"api/search?q={word}", "", "api/lists/", profile_path,
+              f"search.atom?q={word}"]
 
     def seen():
         answers = {p: stack.archive.get(p) for p in [*closed, *hidden]}

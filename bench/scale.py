@@ -1,0 +1,232 @@
+"""Ten times the mail: one list ten times as long, imported a corpus at a time.
+
+    .venv/bin/python bench/scale.py CORPUS [--data DIR] [--blocks 10] [--requests 25]
+
+Block 1 is CORPUS as it is; block k (k > 1) is CORPUS again with every
+Message-ID, In-Reply-To and References id rewritten (``<b{k}.id>``), so each
+block is new mail, threaded within itself, in the same months as the first
+(mail dated between 1980 and today only is believed, so the blocks cannot
+follow each other in time: the list gets ten times as dense, each month
+holding ten times the threads). Each block is imported with
+``kittypyr import`` into one FileStorage, and printed per block: msg/s,
+the importer's peak RSS, the storage's size per message (Data.fs, unpacked,
+and blobs) and against the raw mail; at the end, the same packed. After the first and the last block the
+archive is served by one waitress process and printed: p50 of the list
+overview, a month, a thread, a message and a search (the same pages at 1×
+and at 10×: the first block's), and the serving process's RSS.
+
+Bounded: ``--blocks`` imports of at most ``--import-timeout`` seconds each,
+``--requests`` requests per page.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from tests.functional import VENV_BIN, free_port, mbox_bytes, wait_for_port, write_config  # noqa: E402
+
+LIST = "scale@lists.example.org"
+ID_HEADERS = (b"message-id", b"in-reply-to", b"references")
+SEARCH_WORDS = ("cache", "kernel patch", "tlb", "octeon", "interrupt", "binutils")
+
+
+def rewrite_ids(raw, block):
+    """``raw`` with the ids of its Message-ID, In-Reply-To and References (folded lines too) prefixed."""
+    if block == 1:
+        return raw
+    end = raw.find(b"\n\n")
+    head, body = (raw, b"") if end < 0 else (raw[:end], raw[end:])
+    prefix = b"<b%d." % block
+    lines, rewriting = [], False
+    for line in head.split(b"\n"):
+        if line[:1] not in (b" ", b"\t"):
+            rewriting = line.split(b":", 1)[0].strip().lower() in ID_HEADERS
+        lines.append(re.sub(rb"<(?=[^<>\s]+>)", prefix, line) if rewriting else line)
+    return b"\n".join(lines) + body
+
+
+def storage_bytes(var):
+    data_fs = (var / "Data.fs").stat().st_size
+    blobs = sum(path.stat().st_size for path in (var / "blobs").rglob("*") if path.is_file())
+    return data_fs, blobs
+
+
+def import_block(config, mbox, timeout):
+    """(seconds, the importer's peak RSS, the largest peak RSS of it and its parsers (MB), output)."""
+    started = time.monotonic()
+    # A file, not a pipe: a pipe nobody reads while waiting could fill and stop the importer.
+    log_path = Path(mbox).with_suffix(".log")
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
+                                    "--policy", "public", "--quiet"], stdout=log, stderr=subprocess.STDOUT)
+    deadline = started + timeout
+    own_peak = 0.0
+    while True:
+        # The importer's own high-water mark, read while it runs; wait4
+        # gives the largest of it and its parser processes.
+        own_peak = max(own_peak, high_water_mb(process.pid))
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            process.kill()
+            raise TimeoutError(f"import of {mbox} took over {timeout} s")
+        time.sleep(0.2)
+    output = log_path.read_text(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"import failed:\n{output}")
+    return time.monotonic() - started, own_peak, usage.ru_maxrss / 1024, output
+
+
+def high_water_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def pick_pages(var):
+    """The first block's pages to time, chosen once: {kind: [path]}."""
+    import random
+
+    from ZODB import DB
+    from ZODB.FileStorage import FileStorage
+
+    from kittypyr.bootstrap import ROOT_KEY
+
+    db = DB(FileStorage(str(var / "Data.fs"), blob_dir=str(var / "blobs"), read_only=True))
+    try:
+        mailing_list = db.open().root()[ROOT_KEY].lists[LIST]
+        chance = random.Random(10)
+        base = f"/list/{LIST}/"
+        busiest = sorted(mailing_list.activity.per_month.items(), key=lambda item: -item[1])[:3]
+        return {
+            "overview": [base],
+            "month": [f"{base}{m[:4]}/{int(m[5:7])}/" for m, _ in busiest],
+            "thread": [f"{base}thread/{key}/" for key in chance.sample(list(mailing_list.threads.keys()), 10)],
+            "message": [f"{base}message/{key}/" for key in chance.sample(list(mailing_list.messages.keys()), 10)],
+            "search": ["/search?" + urllib.parse.urlencode({"q": words, "mlist": LIST}) for words in SEARCH_WORDS],
+        }
+    finally:
+        db.close()
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def time_pages(folder, pages, requests):
+    """{kind: p50 ms} and the serving process's RSS (MB) over ``pages``, each page warmed once first."""
+    port = free_port()
+    config = write_config(folder, port=port)
+    log = open(folder / "server.log", "ab")
+    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
+    try:
+        wait_for_port(port, timeout=600, process=server)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        figures = {}
+        for kind, paths in pages.items():
+            timings = []
+            for path in paths:
+                for attempt in range(requests + 1):
+                    started = time.perf_counter()
+                    connection.request("GET", path)
+                    response = connection.getresponse()
+                    response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"{path} answered {response.status}")
+                    if attempt:  # the first warms that page
+                        timings.append((time.perf_counter() - started) * 1000)
+            figures[kind] = statistics.median(timings)
+        connection.close()
+        return figures, rss_mb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpus")
+    parser.add_argument("--data", default="/tmp/kittypyr-scale", help="folder of the archive (made anew)")
+    parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--requests", type=int, default=25, help="timed requests per page")
+    parser.add_argument("--import-timeout", type=float, default=3600)
+    args = parser.parse_args()
+
+    from kittypyr.mailboxes import read_mail
+
+    folder = Path(args.data)
+    if (folder / "var").exists():
+        parser.error(f"{folder} holds an archive already: remove it first")
+    folder.mkdir(parents=True, exist_ok=True)
+    config = write_config(folder)
+    var = folder / "var"
+    raws = [m.raw for m in read_mail(args.corpus)]
+    print(f"{len(raws)} messages in {args.corpus}, {args.blocks} blocks; machine load "
+          f"{os.getloadavg()[0]:.1f} (2 cores, shared: figures are noisy)", flush=True)
+    print(f"{'block':>5} {'messages':>9} {'msg/s':>7} {'RSS MB':>12} {'with parsers':>12} {'bytes/msg':>10} "
+          f"{'× raw':>6}   (RSS: the importer's peak; with parsers: the largest of it and its parser processes)",
+          flush=True)
+    raw_total = 0
+    timed = {}
+    pages = None
+    for block in range(1, args.blocks + 1):
+        mbox = folder / "block.mbox"
+        mail = [rewrite_ids(raw, block) for raw in raws]
+        mbox.write_bytes(mbox_bytes(mail))
+        seconds, rss, rss_any, output = import_block(config, mbox, args.import_timeout)
+        mbox.unlink()
+        archived = int(re.search(r"archived (\d+)", output).group(1))
+        raw_total += sum(len(raw) for raw in mail)
+        data_fs, blobs = storage_bytes(var)
+        count = json.loads(subprocess.run([str(VENV_BIN / "kittypyr"), "info", str(config), LIST, "--json"],
+                                          check=True, capture_output=True, text=True).stdout)["messages"]
+        print(f"{block:5} {count:9} {archived / seconds:7.0f} {rss:12.0f} {rss_any:12.0f} "
+              f"{(data_fs + blobs) / count:10.0f} {(data_fs + blobs) / raw_total:6.2f}", flush=True)
+        if block == 1:
+            pages = pick_pages(var)
+        if block in (1, args.blocks):
+            timed[block] = time_pages(folder, pages, args.requests)
+            figures, serving_rss = timed[block]
+            print("      pages p50 ms: " + ", ".join(f"{kind} {ms:.1f}" for kind, ms in figures.items())
+                  + f"; serving process RSS {serving_rss:.0f} MB", flush=True)
+    # The import's unpacked figure holds every revision of the aggregates
+    # it rewrote; a pack leaves the current state only.
+    subprocess.run([str(VENV_BIN / "kittypyr"), "pack", str(config)], check=True, capture_output=True,
+                   timeout=args.import_timeout)
+    data_fs, blobs = storage_bytes(var)
+    print(f"packed: {(data_fs + blobs) / count:.0f} bytes/msg, {(data_fs + blobs) / raw_total:.2f} × the raw mail "
+          f"(Data.fs {data_fs / 2 ** 20:.0f} MB, blobs {blobs / 2 ** 20:.0f} MB)", flush=True)
+    if len(timed) == 2:
+        (first, first_rss), (last, last_rss) = timed[1], timed[args.blocks]
+        print(f"\n{'page':10} {'p50 1×':>8} {'p50 ' + str(args.blocks) + '×':>8} {'ratio':>6}")
+        for kind in first:
+            print(f"{kind:10} {first[kind]:8.1f} {last[kind]:8.1f} {last[kind] / first[kind]:6.2f}")
+        print(f"{'RSS MB':10} {first_rss:8.0f} {last_rss:8.0f} {last_rss / first_rss:6.2f}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    sys.exit(main())

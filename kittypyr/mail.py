@@ -25,7 +25,7 @@ from email.generator import BytesGenerator
 from email.message import Message
 from email.policy import compat32
 
-from kittypyr.msgid import normalize_message_id
+from kittypyr.msgid import message_id_of_header_value, normalize_message_id
 from kittypyr.patches import PATCH_HEADERS, PATCH_START
 
 __all__ = [
@@ -436,7 +436,12 @@ _ANGLE_ID = re.compile(r"<([^<>]+)>")
 
 
 def message_id_of_header(value):
-    """The Message-ID a Message-ID header names: its first <...>, else the whole value."""
+    """The Message-ID a Message-ID header names, read as HyperKitty reads it."""
+    return message_id_of_header_value(value)
+
+
+def _reference_of_header(value):
+    """The Message-ID an In-Reply-To header names: its first <...>, else the whole value."""
     match = _ANGLE_ID.search(value)
     if match:
         return normalize_message_id(match.group(1))
@@ -1232,7 +1237,7 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
     in_reply_to = ""
     value = headers.first("in-reply-to")
     if value:
-        in_reply_to = message_id_of_header(_raw_header_text(value, None, notes))
+        in_reply_to = _reference_of_header(_raw_header_text(value, None, notes))
     references = []
     for value in headers.all("references"):
         for ref in _id_list(_raw_header_text(value, None, notes)):

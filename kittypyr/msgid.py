@@ -1,34 +1,57 @@
 """Message-ID normalisation and the hash that names a message in URLs.
 
-The hash is computed exactly as HyperKitty computes it, so that permalinks
-made by an existing HyperKitty keep resolving here.
+Both are computed exactly as HyperKitty computes them, so that permalinks
+made by an existing HyperKitty keep resolving here, odd Message-IDs
+included.
 """
 
 import base64
+import email.policy
+import email.utils
 import hashlib
 import re
 
 _WHITESPACE = re.compile(r"\s+")
+# HyperKitty stores Message-IDs in a VARCHAR(255) and cuts longer ones here.
+_LONGEST = 254
 
 
 def normalize_message_id(value):
-    """Return a Message-ID without whitespace and without one pair of <>.
+    """Return a Message-ID without whitespace and without one pair of <> or "".
 
     Returns '' for a missing or blank value.
     """
     if not value:
         return ""
-    value = _WHITESPACE.sub("", str(value))
-    if value.startswith("<") and value.endswith(">"):
-        value = value[1:-1]
-    return value
+    return email.utils.unquote(_WHITESPACE.sub("", str(value)))
+
+
+def message_id_of_header_value(value):
+    """The Message-ID a Message-ID header's value names, as HyperKitty reads it.
+
+    HyperKitty reads the header through the standard library's structured
+    Message-ID header (the ``email.policy.default`` parser) and then takes
+    out whitespace and one pair of brackets. That parser keeps only the
+    first well-formed part of an odd value (``<a b@c`` is ``<a``,
+    ``<a@b,>`` is ``a@b``), so the same parser is used here rather than a
+    reading of our own, which would give such messages other hashes. Where
+    it fails outright (``<>``) HyperKitty cannot store the message at all;
+    the plain reading is then used, which makes ``<>`` the empty id.
+    """
+    text = str(value or "")
+    try:
+        text = str(email.policy.default.header_fetch_parse("Message-ID", text))
+    except Exception:  # noqa: BLE001 - any parser failure means the plain reading
+        pass
+    message_id = normalize_message_id(text)
+    return message_id[:_LONGEST] if len(message_id) > _LONGEST else message_id
 
 
 def message_id_hash(message_id):
     """Return the 32-character base32 SHA-1 of a Message-ID.
 
-    Whitespace is removed and one surrounding pair of <> stripped first, so
-    ``<a@b>``, ``a@b`` and `` <a@b> `` share a hash.
+    Whitespace is removed and one surrounding pair of <> (or "") stripped
+    first, so ``<a@b>``, ``a@b`` and `` <a@b> `` share a hash.
     """
     digest = hashlib.sha1(normalize_message_id(message_id).encode("utf-8")).digest()
     return base64.b32encode(digest).decode("ascii").rstrip("=")

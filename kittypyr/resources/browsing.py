@@ -33,7 +33,7 @@ class Month:
 
 
 class ThreadAlias:
-    """A thread key that was merged into another thread; it redirects there."""
+    """A thread key merged into another thread, or a message's hash: it redirects to the thread."""
 
     def __init__(self, name, threads, target):
         self.__name__ = name

@@ -53,7 +53,7 @@ class Threads(Container):
         try:
             return self.data[name]
         except KeyError:
-            target = self.resolve_alias(name)
+            target = self.resolve_alias(name) or self._thread_of_message(name)
             if target is not None:
                 return ThreadAlias(name, self, target)
             # Deleted, or merged into a thread deleted since: gone either way.
@@ -62,6 +62,16 @@ class Threads(Container):
             if tombstone is None:
                 raise
             return DeletedThread(name, self, tombstone)
+
+    def _thread_of_message(self, name):
+        # Another archiver (HyperKitty names a thread by the first message it
+        # saw of it, and splits threads at missing parents) may have named a
+        # thread by any of its messages: that name leads to the message's thread.
+        mailing_list = self.__parent__
+        message = mailing_list.messages.data.get(name) if mailing_list is not None else None
+        if message is None:
+            return None
+        return self.live(message.thread)
 
     def _alias_end(self, key):
         seen = set()

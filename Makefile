@@ -46,7 +46,7 @@ serve: install
 	mkdir -p var/blobs
 	PYTHONWARNINGS="ignore:pkg_resources is deprecated:UserWarning" $(BIN)/pserve $(CONFIG)
 
-test: install-test /usr/bin/chromium /usr/sbin/nginx postgresql mailman-venv
+test: install-test /usr/bin/chromium /usr/sbin/nginx postgresql mailman-venv hyperkitty-venv
 	$(BIN)/python -m pytest tests
 
 bench: install
@@ -56,7 +56,7 @@ robustness: install
 	$(BIN)/python bench/robustness.py $(or $(CORPORA),$(wildcard ../shared/corpora/*.mbox.gz ../shared/corpora/pipermail/*.tar.gz))
 
 clean:
-	rm -rf $(VENV) $(MAILMAN_VENV) build *.egg-info
+	rm -rf $(VENV) $(MAILMAN_VENV) $(HYPERKITTY_VENV) build *.egg-info
 
 # The Mailman integration tests run a real Mailman core, whose dependency pins
 # clash with the archive's own, so it lives in a virtualenv of its own.
@@ -77,6 +77,25 @@ $(MAILMAN_STAMP):
 	touch $@
 
 mailman-venv: $(MAILMAN_STAMP)
+
+# tests/test_hyperkitty_import.py builds databases with a real HyperKitty, whose
+# Django pins clash with the archive's too. Django 5.1 breaks HyperKitty
+# 1.3.12 and django-mailman3 1.3.15; Whoosh is its search backend here.
+HYPERKITTY_VENV := .venv-hyperkitty
+HYPERKITTY_STAMP := $(HYPERKITTY_VENV)/.installed
+HYPERKITTY_PINS := "HyperKitty==1.3.12" "django-mailman3==1.3.15" "Django==5.0.14" \
+	"django-allauth==65.22.1" "django-haystack==3.4.0" "Whoosh==2.7.4" \
+	"django-q2==1.10.0" "mailmanclient==3.3.5"
+
+.PHONY: hyperkitty-venv
+
+$(HYPERKITTY_STAMP):
+	$(PYTHON) -m venv $(HYPERKITTY_VENV)
+	$(HYPERKITTY_VENV)/bin/pip install --quiet --upgrade pip
+	$(HYPERKITTY_VENV)/bin/pip install --quiet $(HYPERKITTY_PINS)
+	touch $@
+
+hyperkitty-venv: $(HYPERKITTY_STAMP)
 
 # The whole suite on loopback: Mailman core, an MTA and kittypyr, until Ctrl-C.
 SUITE_STAMP := $(VENV)/.installed-suite

@@ -19,6 +19,7 @@ from ZODB.FileStorage import FileStorage
 from ZODB.POSException import ConflictError
 
 from kittypyr import upkeep
+from kittypyr.hyperkitty import command as hyperkitty_command
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
 from kittypyr.people import rebuild_people
@@ -249,6 +250,7 @@ def build_parser():
     p.set_defaults(func=command_info)
 
     upkeep.add_commands(commands)
+    hyperkitty_command.add_command(commands)
     return parser
 
 

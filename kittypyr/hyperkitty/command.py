@@ -1,0 +1,34 @@
+"""``kittypyr import-hyperkitty CONFIG DATABASE_URL``."""
+
+import sys
+
+import transaction
+
+from kittypyr.hyperkitty.database import UnreadableDatabase, open_database
+from kittypyr.hyperkitty.migrate import migrate
+
+
+def command_import_hyperkitty(args):
+    from kittypyr.cli import _environment
+
+    try:
+        connection = open_database(args.database_url)
+    except UnreadableDatabase as exc:
+        print(f"kittypyr import-hyperkitty: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with _environment(args.config) as env:
+            report = migrate(env["root"], connection, env["registry"], commit=transaction.manager.commit)
+    finally:
+        connection.close()
+    for line in report.summary():
+        print(line)
+    return 0
+
+
+def add_command(commands):
+    p = commands.add_parser("import-hyperkitty",
+                            help="import a HyperKitty site: its lists, mail, votes, tags and favourites")
+    p.add_argument("config")
+    p.add_argument("database_url", help="HyperKitty's SQLite file, or a postgresql:// URL")
+    p.set_defaults(func=command_import_hyperkitty)

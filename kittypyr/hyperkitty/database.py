@@ -1,0 +1,57 @@
+"""Reading a HyperKitty database: its SQLite file, or a PostgreSQL URL."""
+
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+class UnreadableDatabase(ValueError):
+    """The URL names no HyperKitty database this machine can open."""
+
+
+def open_database(url):
+    """A DB-API connection to the HyperKitty database ``url``.
+
+    ``url`` is a SQLite file's path (or ``sqlite:///path``) or a
+    ``postgresql://`` URL (which needs psycopg). Raises ``UnreadableDatabase``.
+    """
+    parsed = urlparse(url)
+    if parsed.scheme in ("postgres", "postgresql"):
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise UnreadableDatabase("reading PostgreSQL needs psycopg (pip install psycopg)") from exc
+        return psycopg.connect(url)
+    path = Path(parsed.path if parsed.scheme == "sqlite" else url)
+    if not path.is_file():
+        raise UnreadableDatabase(f"no such file: {path}")
+    # Read only: the HyperKitty site may still be serving from it.
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        connection.execute("SELECT 1 FROM hyperkitty_email LIMIT 1")
+    except sqlite3.DatabaseError as exc:
+        connection.close()
+        raise UnreadableDatabase(f"{path} is not a HyperKitty database ({exc})") from exc
+    return connection
+
+
+def rows(connection, sql):
+    """The rows of ``sql`` as dicts, one at a time."""
+    cursor = connection.cursor()
+    cursor.execute(sql)
+    names = [column[0] for column in cursor.description]
+    for row in cursor:
+        yield dict(zip(names, row))
+
+
+def as_datetime(value):
+    """A database date (SQLite gives text, PostgreSQL datetimes) as an aware UTC datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        # Django stores UTC (USE_TZ) without saying so in SQLite.
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)

@@ -1,0 +1,179 @@
+"""Bringing a HyperKitty database's lists, mail and readers' marks into the archive.
+
+Each message is stored under HyperKitty's own Message-ID, so under its
+hash; kittypyr threads it itself (it does not split threads at missing
+parents as HyperKitty does), and a HyperKitty thread id, the hash of that
+thread's first message, answers as that message's thread does. Votes,
+tags, favourites and last views belong to readers, who are known here by
+address: each HyperKitty user's is that of their account.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from kittypyr.archiving import ARCHIVED, DUPLICATE, ensure_mailing_list, store_parsed
+from kittypyr.hyperkitty.database import as_datetime, rows
+from kittypyr.hyperkitty.rebuild import rebuild_message
+from kittypyr.mail import UnparseableMessage, parse_message
+from kittypyr.readers import reader_for, set_favourite
+from kittypyr.tags import add_tag, normalize_tag
+from kittypyr.votes import OwnMessage, cast_vote
+
+
+@dataclass
+class MigrationReport:
+    lists: int = 0
+    messages: int = 0
+    already: int = 0
+    skipped: list = field(default_factory=list)
+    votes: int = 0
+    tags: int = 0
+    favourites: int = 0
+    last_views: int = 0
+
+    def summary(self):
+        lines = [
+            f"{self.lists} lists, {self.messages} messages imported"
+            + (f" ({self.already} were already archived)" if self.already else ""),
+            f"{self.votes} votes, {self.tags} tags, {self.favourites} favourites, "
+            f"{self.last_views} last views kept",
+        ]
+        lines += [f"skipped {what}: {why}" for what, why in self.skipped]
+        return lines
+
+
+def _attachments_by_email(connection):
+    found = defaultdict(list)
+    for row in rows(connection, "SELECT email_id, counter, name, content_type, content "
+                                "FROM hyperkitty_attachment"):
+        found[row["email_id"]].append(row)
+    return found
+
+
+def _store_email(mailing_list, email, attachments, registry):
+    parsed = parse_message(rebuild_message(email, attachments))
+    # HyperKitty's id, as it stored it: its hash is the one in its URLs.
+    parsed.message_id = email["message_id"]
+    parsed.message_id_derived = False
+    parsed.rebuilt = True
+    return store_parsed(mailing_list, parsed, registry=registry)
+
+
+def _users(connection):
+    return {row["id"]: (row["email"] or "").strip().lower()
+            for row in rows(connection, "SELECT id, email FROM auth_user")}
+
+
+def migrate(archive, connection, registry=None, commit=None, batch_size=500):
+    """Import everything in the HyperKitty database ``connection`` into ``archive``.
+
+    ``commit`` is called every ``batch_size`` messages and at the end.
+    Returns a ``MigrationReport``.
+    """
+    commit = commit or (lambda: None)
+    report = MigrationReport()
+    lists = {}
+    for row in rows(connection, "SELECT id, name, display_name, description FROM hyperkitty_mailinglist"):
+        lists[row["id"]] = ensure_mailing_list(archive, row["name"].lower(), row["display_name"] or "",
+                                               row["description"] or "")
+        report.lists += 1
+    commit()
+
+    attachments = _attachments_by_email(connection)
+    # email id -> (kittypyr list, message hash), for the marks that name emails.
+    names = {}
+    emails = rows(connection, "SELECT e.id, e.mailinglist_id, e.message_id, e.message_id_hash, e.subject, "
+                              "e.content, e.date, e.timezone, e.in_reply_to, e.sender_name, "
+                              "e.sender_id AS sender_address FROM hyperkitty_email e ORDER BY e.date, e.id")
+    for count, email in enumerate(emails, 1):
+        mailing_list = lists[email["mailinglist_id"]]
+        email["date"] = as_datetime(email["date"])
+        try:
+            result = _store_email(mailing_list, email, attachments.get(email["id"], ()), registry)
+        except UnparseableMessage as exc:
+            report.skipped.append((f"message {email['message_id']}", str(exc)))
+            continue
+        if result.outcome == ARCHIVED:
+            report.messages += 1
+        elif result.outcome == DUPLICATE:
+            report.already += 1
+        else:
+            report.skipped.append((f"message {email['message_id']}", result.reason))
+            continue
+        names[email["id"]] = (mailing_list, result.message.__name__)
+        if count % batch_size == 0:
+            commit()
+    commit()
+
+    users = _users(connection)
+    _migrate_votes(archive, connection, names, users, report)
+    threads = _threads(connection, lists)
+    _migrate_thread_marks(archive, connection, threads, users, report, registry)
+    commit()
+    return report
+
+
+def _migrate_votes(archive, connection, names, users, report):
+    for row in rows(connection, "SELECT email_id, user_id, value FROM hyperkitty_vote"):
+        where = names.get(row["email_id"])
+        address = users.get(row["user_id"])
+        if where is None or not address:
+            continue
+        mailing_list, name = where
+        message = mailing_list.messages.data.get(name)
+        if message is None:
+            continue
+        value = 1 if row["value"] > 0 else -1 if row["value"] < 0 else 0
+        try:
+            cast_vote(archive, reader_for(archive, address, create=True), message, value)
+        except OwnMessage:
+            # HyperKitty let some vote on their own mail; kittypyr counts no such vote.
+            report.skipped.append((f"vote of {address}", "on their own message"))
+            continue
+        report.votes += 1
+
+
+def _threads(connection, lists):
+    """HyperKitty thread row id -> the kittypyr thread its first message is in."""
+    found = {}
+    for row in rows(connection, "SELECT id, mailinglist_id, thread_id FROM hyperkitty_thread"):
+        mailing_list = lists.get(row["mailinglist_id"])
+        if mailing_list is None:
+            continue
+        thread = mailing_list.threads.live(row["thread_id"])
+        if thread is None:
+            message = mailing_list.messages.data.get(row["thread_id"])
+            thread = mailing_list.threads.live(message.thread) if message is not None else None
+        if thread is not None:
+            found[row["id"]] = thread
+    return found
+
+
+def _migrate_thread_marks(archive, connection, threads, users, report, registry):
+    tags = {row["id"]: row["name"] for row in rows(connection, "SELECT id, name FROM hyperkitty_tag")}
+    for row in rows(connection, "SELECT thread_id, tag_id, user_id FROM hyperkitty_tagging"):
+        thread, address = threads.get(row["thread_id"]), users.get(row["user_id"])
+        tag = normalize_tag(tags.get(row["tag_id"], ""))
+        if thread is None or not address:
+            continue
+        if tag is None:
+            report.skipped.append((f"tag {tags.get(row['tag_id'])!r}", "not a tag kittypyr can name"))
+            continue
+        if add_tag(thread, tag, address, registry=registry):
+            report.tags += 1
+    for row in rows(connection, "SELECT thread_id, user_id FROM hyperkitty_favorite"):
+        thread, address = threads.get(row["thread_id"]), users.get(row["user_id"])
+        if thread is not None and address:
+            set_favourite(reader_for(archive, address, create=True), thread, True)
+            report.favourites += 1
+    for row in rows(connection, "SELECT thread_id, user_id, view_date FROM hyperkitty_lastview"):
+        thread, address = threads.get(row["thread_id"]), users.get(row["user_id"])
+        if thread is None or not address:
+            continue
+        reader = reader_for(archive, address, create=True)
+        key = (thread.mailing_list.address, thread.__name__)
+        # Seen up to the view: what came later stays unread, as in HyperKitty.
+        seen = as_datetime(row["view_date"]).timestamp()
+        if seen > reader.seen.get(key, 0):
+            reader.seen[key] = seen
+        report.last_views += 1

@@ -134,6 +134,9 @@ def store_parsed(mailing_list, parsed, registry=None):
     gone = _deleted_hash(messages, parsed, hash_of)
     if gone is not None:
         return StoreResult(SKIPPED, reason=DELETED_REASON, gone=gone)
+    held = messages.get(hash_of(parsed.message_id))
+    if held is not None and held.rebuilt and not getattr(parsed, "rebuilt", False):
+        return _replace_rebuilt(mailing_list, held, parsed, registry)
     message_id, existing = _storage_id(messages, parsed, hash_of)
     if message_id is None:
         return StoreResult(DUPLICATE, existing)
@@ -165,6 +168,17 @@ def store_parsed(mailing_list, parsed, registry=None):
     _adopt_waiting(mailing_list, message, registry)
     notify(MessageArchived(message, mailing_list), registry)
     return StoreResult(ARCHIVED, message)
+
+
+def _replace_rebuilt(mailing_list, message, parsed, registry):
+    """The original of a rebuilt message takes its place: same name and thread, so
+    the votes, tags and links made on the rebuilt one hold."""
+    before = len(message.attachments)
+    message.replace_content(parsed, mailing_list._p_jar)
+    if len(message.attachments) != before:
+        mailing_list.attachment_count.change(len(message.attachments) - before)
+    notify(ObjectModified(message), registry)
+    return StoreResult(ARCHIVED, message, reason="replaced the message rebuilt from another archive")
 
 
 def notify_added(resource, registry):

@@ -53,7 +53,7 @@ def _mail():
 
 _COMMUNITY = """
 from django.contrib.auth.models import User
-from hyperkitty.models import Email, Favorite, Tag, Tagging, Thread, Vote
+from hyperkitty.models import Email, Favorite, LastView, Tag, Tagging, Vote
 ada = User.objects.create_user("ada", "Ada@Example.org", "x")
 dan = User.objects.create_user("dan", "dan@example.org", "x")
 reply = Email.objects.get(message_id="reply@example.org")
@@ -64,6 +64,7 @@ thread = Email.objects.get(message_id="start@example.org").thread
 tag = Tag.objects.create(name="release")
 Tagging.objects.create(tag=tag, thread=thread, user=ada)
 Favorite.objects.create(thread=Email.objects.get(message_id="early@example.org").thread, user=dan)
+LastView.objects.create(thread=thread, user=ada)
 """
 
 
@@ -139,7 +140,7 @@ def test_every_hyperkitty_thread_id_answers(hyperkitty_database, migrated):
 
 def test_votes_tags_and_favourites_are_kept_by_address(hyperkitty_database, migrated):
     config, output = migrated
-    assert "3 votes, 1 tags, 1 favourites" in output
+    assert "3 votes, 1 tags, 1 favourites, 1 last views kept" in output
     env = bootstrap(str(config))
     try:
         root = env["root"]
@@ -155,9 +156,41 @@ def test_votes_tags_and_favourites_are_kept_by_address(hyperkitty_database, migr
         # Bob's reputation: +1 and -1 on his reply, +1 on his build log.
         assert reputation(root, person_id_of(root, "bob@example.org"), [LIST]) == 1
         assert list(dan.favourites.keys()) == [(LIST, thread.__name__)]
+        # Ada viewed the thread after its last message: it is read for her.
+        assert ada.seen[(LIST, thread.__name__)] >= thread.last_date.timestamp()
         browser = TestApp(env["app"])
         page = browser.get(f"/list/{LIST}/thread/{thread.__name__}/")
         assert "release" in page.text
+    finally:
+        env["closer"]()
+        env["registry"]._zodb_databases[""].close()
+
+
+def test_importing_the_original_mbox_replaces_rebuilt_mail_keeping_votes_and_tags(hyperkitty_database,
+                                                                                  tmp_path):
+    config = write_config(tmp_path)
+    kittypyr("import-hyperkitty", config, hyperkitty_database, check=True)
+    originals = tmp_path / "dev.mbox"
+    originals.write_bytes(mbox_bytes(_mail()))
+    output = kittypyr("import", config, LIST, originals, "--quiet", check=True).stdout
+    (reply_hash,), = _hyperkitty(hyperkitty_database,
+                                 "SELECT message_id_hash FROM hyperkitty_email WHERE message_id = 'reply@example.org'")
+    env = bootstrap(str(config))
+    try:
+        root = env["root"]
+        mailing_list = root.lists[LIST]
+        assert len(mailing_list.messages) == 6, output
+        browser = TestApp(env["app"])
+        for message_id, name in _hyperkitty(hyperkitty_database,
+                                            "SELECT message_id, message_id_hash FROM hyperkitty_email"):
+            raw = browser.get(f"/list/{LIST}/message/{name}/raw").text
+            assert "X-Kittypyr-Rebuilt" not in raw
+            assert "To: list@example.org" in raw  # a header HyperKitty did not keep
+        assert reader_for(root, "ada@example.org").votes[(LIST, reply_hash)][0] == 1
+        assert reputation(root, person_id_of(root, "bob@example.org"), [LIST]) == 1
+        thread = mailing_list.threads.live(mailing_list.messages[reply_hash].thread)
+        assert thread_tags(thread) == [{"tag": "release", "count": 1, "mine": False}]
+        assert "Friday is fine" in browser.get(f"/list/{LIST}/message/{reply_hash}/").text
     finally:
         env["closer"]()
         env["registry"]._zodb_databases[""].close()

@@ -98,9 +98,13 @@ class Message(Persistent):
 
     __name__ = None
     __parent__ = None
+    # Rebuilt from another archive's fields (HyperKitty keeps no original):
+    # the original, when it comes, takes its place.
+    rebuilt = False
 
     def __init__(self, parsed, message_id, jar=None):
         """``jar``: the connection the message will be stored with, if known."""
+        self.rebuilt = bool(getattr(parsed, "rebuilt", False))
         self.message_id = message_id
         self.message_id_derived = parsed.message_id_derived or message_id != parsed.message_id
         self.original_message_id = parsed.message_id
@@ -131,6 +135,19 @@ class Message(Persistent):
             attachment.__parent__ = self
             attachments.append(attachment)
         self.attachments = tuple(attachments)
+
+    # What stays when the original replaces a rebuilt message: its name, its
+    # place in the thread (so votes, tags and links keyed by them hold).
+    _KEPT_ON_REPLACE = ("message_id", "message_id_derived", "parent", "thread")
+
+    def replace_content(self, parsed, jar=None):
+        """Take the content of ``parsed`` (the original of this rebuilt message) in place."""
+        fresh = Message(parsed, self.message_id, jar or self._p_jar)
+        for name, value in vars(fresh).items():
+            if name not in self._KEPT_ON_REPLACE and not name.startswith("_p_"):
+                setattr(self, name, value)
+        for attachment in self.attachments:
+            attachment.__parent__ = self
 
     @property
     def message_id_hash(self):

@@ -440,16 +440,22 @@ def message_id_of_header(value):
     return message_id_of_header_value(value)
 
 
+def _referenced_id(text):
+    # Each id is read as its own Message-ID header would be, so that a reply
+    # names an odd id (``<a@b,>``, ``<a b@c``) as the message stored it.
+    return message_id_of_header_value(f"<{text}>")
+
+
 def _reference_of_header(value):
     """The Message-ID an In-Reply-To header names: its first <...>, else the whole value."""
     match = _ANGLE_ID.search(value)
     if match:
-        return normalize_message_id(match.group(1))
-    return normalize_message_id(value)
+        return _referenced_id(match.group(1))
+    return message_id_of_header_value(value)
 
 
 def _id_list(value):
-    ids = [normalize_message_id(m) for m in _ANGLE_ID.findall(value)]
+    ids = [_referenced_id(m) for m in _ANGLE_ID.findall(value)]
     if not ids and "<" not in value:
         ids = [normalize_message_id(v) for v in value.split()]
     return [i for i in ids if i]

@@ -58,3 +58,16 @@ def test_hyperkittys_permalink_opens_the_message(app, header, message_id, expect
     asked = browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": header.strip().strip("<>")},
                         headers=AUTH).json["url"]
     assert asked == answered
+
+
+@pytest.mark.parametrize("parent_id", ["<comma@example.org,>", "<spaced id@example.org", "<two@example.org, >"])
+def test_a_reply_naming_an_odd_message_id_finds_its_parent(app, parent_id):  # noqa: F811
+    browser = TestApp(app)
+    post(browser, mail_with_message_id(parent_id))
+    reply = (f"From: b@example.org\nSubject: Re: odd id\nMessage-ID: <answer@example.org>\n"
+             f"In-Reply-To: {parent_id}\nReferences: {parent_id}\n"
+             "Date: Wed, 1 Jan 2020 13:00:00 +0000\n\nanswer\n").encode()
+    post(browser, reply)
+    parent = message_id_hash(parse_message(mail_with_message_id(parent_id)).message_id)
+    answer = browser.get(f"/list/{LIST}/thread/{message_id_hash('answer@example.org')}/", status=301)
+    assert answer.location.endswith(f"/list/{LIST}/thread/{parent}/")

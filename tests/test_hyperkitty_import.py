@@ -107,6 +107,12 @@ def test_every_message_answers_under_its_hyperkitty_hash(hyperkitty_database, mi
             raw = browser.get(f"/list/{LIST}/message/{name}/raw")
             assert "X-Kittypyr-Rebuilt" in raw.text
         log = dict(hashes)["log@example.org"]
+        # The date and the sender's time zone come through.
+        messages = env["root"].lists[LIST].messages
+        assert messages[dict(hashes)["start@example.org"]].date == START
+        rebuilt_log = messages[log]
+        assert rebuilt_log.date == datetime(2021, 3, 1, 9, 0, tzinfo=timezone.utc)
+        assert "+0100" in browser.get(f"/list/{LIST}/message/{log}/raw").text
         links = [a["href"] for a in browser.get(f"/list/{LIST}/message/{log}/").html.select("a[href]")
                  if "/attachment/" in a["href"] and a["href"].endswith("/build.log")]
         assert links and browser.get(links[0]).body == b"line one\nline two\n"

@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 import BTrees
 import transaction
 from persistent import Persistent
-from pyramid.httpexceptions import HTTPBadRequest, HTTPMovedPermanently, HTTPNotFound
+from pyramid.httpexceptions import HTTPBadRequest, HTTPGone, HTTPMovedPermanently, HTTPNotFound
 from pyramid.response import Response
 from pyramid.traversal import resource_path
 from pyramid.view import view_config
@@ -405,7 +405,8 @@ def export_list(context, request):
     if message_hash:
         message = context.messages.data.get(message_hash)
         if message is None:
-            raise HTTPNotFound()
+            # A deleted message's export is gone, as its page is.
+            raise HTTPGone() if message_hash in context.messages.tombstones else HTTPNotFound()
         return mbox_response(request, filename, _docid_of(archive, message))
     query = _list_query(context)
     thread_key = request.params.get("thread", "").strip()

@@ -196,7 +196,7 @@ def test_deleted_messages_are_in_no_export(app, tmp_path):
     assert h(5) not in unpacked(browser.get(f"/list/{LIST}/export/dev.mbox.gz"), tmp_path)
     assert list(unpacked(browser.get(f"/list/{LIST}/thread/{h(4)}/t.mbox.gz"), tmp_path)) == [h(4)]
     assert list(unpacked(browser.get("/search.mbox.gz", {"q": "indeed"}), tmp_path)) == []
-    browser.get(f"/list/{LIST}/export/dev.mbox.gz", {"message": h(5)}, status=404)
+    browser.get(f"/list/{LIST}/export/dev.mbox.gz", {"message": h(5)}, status=410)  # gone, as its page
     assert b"Indeed" not in gzip.decompress(browser.get(f"/list/{LIST}/export/dev.mbox.gz").body)
 
 

@@ -80,12 +80,13 @@ mailman-venv: $(MAILMAN_STAMP)
 
 # tests/test_hyperkitty_import.py builds databases with a real HyperKitty, whose
 # Django pins clash with the archive's too. Django 5.1 breaks HyperKitty
-# 1.3.12 and django-mailman3 1.3.15; Whoosh is its search backend here.
+# 1.3.12 and django-mailman3 1.3.15; Whoosh is its search backend here, psycopg2
+# its PostgreSQL driver.
 HYPERKITTY_VENV := .venv-hyperkitty
 HYPERKITTY_STAMP := $(HYPERKITTY_VENV)/.installed
 HYPERKITTY_PINS := "HyperKitty==1.3.12" "django-mailman3==1.3.15" "Django==5.0.14" \
 	"django-allauth==65.22.1" "django-haystack==3.4.0" "Whoosh==2.7.4" \
-	"django-q2==1.10.0" "mailmanclient==3.3.5"
+	"django-q2==1.10.0" "mailmanclient==3.3.5" "psycopg2-binary==2.9.10"
 
 .PHONY: hyperkitty-venv
 

@@ -39,7 +39,7 @@ TEMPLATES = [{
         "django_mailman3.context_processors.common", "hyperkitty.context_processors.common",
     ]},
 }]
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(HERE / "hyperkitty.db")}}
+DATABASES = {"default": DATABASE}
 HAYSTACK_CONNECTIONS = {"default": {"ENGINE": "haystack.backends.whoosh_backend.WhooshEngine",
                                     "PATH": str(HERE / "fulltext_index")}}
 Q_CLUSTER = {"name": "hyperkitty", "workers": 1, "orm": "default", "sync": True}
@@ -68,10 +68,17 @@ urlpatterns = [
 class HyperKittySite:
     """A Django project in ``folder`` whose database is ``folder/hyperkitty.db``."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, postgresql=None):
+        """``postgresql``: (host, port, user, database name) to keep the database there."""
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "settings.py").write_text(_SETTINGS)
+        if postgresql is None:
+            database = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(self.folder / "hyperkitty.db")}
+        else:
+            host, port, user, name = postgresql
+            database = {"ENGINE": "django.db.backends.postgresql", "HOST": host, "PORT": str(port),
+                        "USER": user, "NAME": name}
+        (self.folder / "settings.py").write_text(f"DATABASE = {database!r}\n" + _SETTINGS)
         (self.folder / "urls.py").write_text(_URLS)
         (self.folder / "manage.py").write_text(textwrap.dedent('''
             import os, sys

@@ -71,13 +71,16 @@ LastView.objects.create(thread=thread, user=ada)
 @pytest.fixture(scope="session")
 def hyperkitty_database(tmp_path_factory):
     """A HyperKitty database of ``_mail()`` with votes, a tag and a favourite."""
-    site = HyperKittySite(tmp_path_factory.mktemp("hyperkitty"))
+    return _build(HyperKittySite(tmp_path_factory.mktemp("hyperkitty"))).database
+
+
+def _build(site):
     site.manage("migrate")
     mbox = site.folder / "dev.mbox"
     mbox.write_bytes(mbox_bytes(_mail()))
     site.manage("hyperkitty_import", "--no-sync-mailman", "-l", LIST, str(mbox))
     site.shell(_COMMUNITY)
-    return site.database
+    return site
 
 
 @pytest.fixture(scope="session")
@@ -197,6 +200,27 @@ def test_importing_the_original_mbox_replaces_rebuilt_mail_keeping_votes_and_tag
         thread = mailing_list.threads.live(mailing_list.messages[reply_hash].thread)
         assert thread_tags(thread) == [{"tag": "release", "count": 1, "mine": False}]
         assert "Friday is fine" in browser.get(f"/list/{LIST}/message/{reply_hash}/").text
+    finally:
+        env["closer"]()
+        env["registry"]._zodb_databases[""].close()
+
+
+def test_a_hyperkitty_database_on_postgresql_is_read_the_same(hyperkitty_database, postgresql, tmp_path):
+    name = postgresql.create_database("hyperkitty")
+    site = HyperKittySite(tmp_path / "site", postgresql=("127.0.0.1", postgresql.port, postgresql.user, name))
+    _build(site)
+    (tmp_path / "kittypyr").mkdir()
+    config = write_config(tmp_path / "kittypyr")
+    url = f"postgresql://{postgresql.user}@127.0.0.1:{postgresql.port}/{name}"
+    output = kittypyr("import-hyperkitty", config, url, check=True).stdout
+    assert "6 messages imported" in output
+    assert "3 votes, 1 tags, 1 favourites, 1 last views kept" in output
+    env = bootstrap(str(config))
+    try:
+        browser = TestApp(env["app"])
+        for message_id, name in _hyperkitty(hyperkitty_database,
+                                            "SELECT message_id, message_id_hash FROM hyperkitty_email"):
+            assert message_id in browser.get(f"/list/{LIST}/message/{name}/").text
     finally:
         env["closer"]()
         env["registry"]._zodb_databases[""].close()

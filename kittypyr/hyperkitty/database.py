@@ -14,15 +14,21 @@ def open_database(url):
     """A DB-API connection to the HyperKitty database ``url``.
 
     ``url`` is a SQLite file's path (or ``sqlite:///path``) or a
-    ``postgresql://`` URL (which needs psycopg). Raises ``UnreadableDatabase``.
+    ``postgresql://`` URL (which needs psycopg2, as kittypyr[postgresql]
+    installs). Raises ``UnreadableDatabase``.
     """
     parsed = urlparse(url)
     if parsed.scheme in ("postgres", "postgresql"):
         try:
-            import psycopg
+            import psycopg2
         except ImportError as exc:
-            raise UnreadableDatabase("reading PostgreSQL needs psycopg (pip install psycopg)") from exc
-        return psycopg.connect(url)
+            raise UnreadableDatabase("reading PostgreSQL needs psycopg2: pip install 'kittypyr[postgresql]'") from exc
+        try:
+            connection = psycopg2.connect(url)
+        except psycopg2.Error as exc:
+            raise UnreadableDatabase(f"cannot open {url}: {exc}".strip()) from exc
+        connection.set_session(readonly=True)
+        return connection
     path = Path(parsed.path if parsed.scheme == "sqlite" else url)
     if not path.is_file():
         raise UnreadableDatabase(f"no such file: {path}")

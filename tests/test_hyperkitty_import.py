@@ -53,7 +53,7 @@ def _mail():
 
 _COMMUNITY = """
 from django.contrib.auth.models import User
-from hyperkitty.models import Email, Favorite, LastView, Tag, Tagging, Vote
+from hyperkitty.models import Email, Favorite, LastView, MailingList, Tag, Tagging, Vote
 ada = User.objects.create_user("ada", "Ada@Example.org", "x")
 dan = User.objects.create_user("dan", "dan@example.org", "x")
 reply = Email.objects.get(message_id="reply@example.org")
@@ -65,6 +65,7 @@ tag = Tag.objects.create(name="release")
 Tagging.objects.create(tag=tag, thread=thread, user=ada)
 Favorite.objects.create(thread=Email.objects.get(message_id="early@example.org").thread, user=dan)
 LastView.objects.create(thread=thread, user=ada)
+MailingList.objects.create(name="board@lists.example.org", archive_policy=1)
 """
 
 
@@ -119,6 +120,19 @@ def test_every_message_answers_under_its_hyperkitty_hash(hyperkitty_database, mi
         links = [a["href"] for a in browser.get(f"/list/{LIST}/message/{log}/").html.select("a[href]")
                  if "/attachment/" in a["href"] and a["href"].endswith("/build.log")]
         assert links and browser.get(links[0]).body == b"line one\nline two\n"
+    finally:
+        env["closer"]()
+        env["registry"]._zodb_databases[""].close()
+
+
+def test_a_private_list_stays_private(migrated):
+    config, output = migrated
+    assert "2 lists" in output
+    env = bootstrap(str(config))
+    try:
+        assert env["root"].lists["board@lists.example.org"].archive_policy == "private"
+        assert env["root"].lists[LIST].archive_policy == "public"
+        TestApp(env["app"]).get("/list/board@lists.example.org/", status=403)
     finally:
         env["closer"]()
         env["registry"]._zodb_databases[""].close()

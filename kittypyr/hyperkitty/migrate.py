@@ -20,6 +20,10 @@ from kittypyr.tags import add_tag, normalize_tag
 from kittypyr.votes import OwnMessage, cast_vote
 
 
+# HyperKitty's ArchivePolicy: never 0, private 1, public 2.
+_PUBLIC = 2
+
+
 @dataclass
 class MigrationReport:
     lists: int = 0
@@ -73,9 +77,16 @@ def migrate(archive, connection, registry=None, commit=None, batch_size=500):
     commit = commit or (lambda: None)
     report = MigrationReport()
     lists = {}
-    for row in rows(connection, "SELECT id, name, display_name, description FROM hyperkitty_mailinglist"):
-        lists[row["id"]] = ensure_mailing_list(archive, row["name"].lower(), row["display_name"] or "",
-                                               row["description"] or "")
+    for row in rows(connection, "SELECT id, name, display_name, description, archive_policy "
+                                "FROM hyperkitty_mailinglist"):
+        address = row["name"].lower()
+        new = address not in archive.lists
+        mailing_list = lists[row["id"]] = ensure_mailing_list(archive, address, row["display_name"] or "",
+                                                              row["description"] or "")
+        if new:
+            # Only a list HyperKitty showed to everyone is public here; a list
+            # archived "never" had no public archive either.
+            mailing_list.archive_policy = "public" if row["archive_policy"] == _PUBLIC else "private"
         report.lists += 1
     commit()
 

@@ -1,9 +1,13 @@
 """Reading a HyperKitty database: its SQLite file, or a PostgreSQL URL."""
 
+import itertools
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlparse
+
+
+_CURSORS = itertools.count()
 
 
 class UnreadableDatabase(ValueError):
@@ -42,13 +46,27 @@ def open_database(url):
     return connection
 
 
-def rows(connection, sql):
-    """The rows of ``sql`` as dicts, one at a time."""
-    cursor = connection.cursor()
-    cursor.execute(sql)
-    names = [column[0] for column in cursor.description]
-    for row in cursor:
-        yield dict(zip(names, row))
+def rows(connection, sql, parameters=()):
+    """The rows of ``sql`` as dicts, one at a time.
+
+    ``?`` in ``sql`` stands for each of ``parameters``, whatever the driver.
+    """
+    if isinstance(connection, sqlite3.Connection):
+        cursor = connection.cursor()
+    else:
+        # A server-side cursor: a site's whole mail does not fit in memory.
+        sql = sql.replace("?", "%s")
+        cursor = connection.cursor(name=f"kittypyr_{next(_CURSORS)}")
+        cursor.itersize = 200
+    cursor.execute(sql, parameters)
+    names = None
+    try:
+        for row in cursor:
+            # A server-side cursor describes its columns once it has fetched.
+            names = names or [column[0] for column in cursor.description]
+            yield dict(zip(names, row))
+    finally:
+        cursor.close()
 
 
 def as_datetime(value):

@@ -8,7 +8,6 @@ tags, favourites and last views belong to readers, who are known here by
 address: each HyperKitty user's is that of their account.
 """
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from kittypyr.archiving import ARCHIVED, DUPLICATE, ensure_mailing_list, store_parsed
@@ -46,12 +45,14 @@ class MigrationReport:
         return lines
 
 
-def _attachments_by_email(connection):
-    found = defaultdict(list)
-    for row in rows(connection, "SELECT email_id, counter, name, content_type, content "
-                                "FROM hyperkitty_attachment"):
-        found[row["email_id"]].append(row)
-    return found
+def _emails_with_attachments(connection):
+    # Only the ids: attachments are read one message at a time, as it is stored.
+    return {row["email_id"] for row in rows(connection, "SELECT DISTINCT email_id FROM hyperkitty_attachment")}
+
+
+def _attachments_of(connection, email_id):
+    return list(rows(connection, "SELECT counter, name, content_type, content FROM hyperkitty_attachment "
+                                 "WHERE email_id = ?", (email_id,)))
 
 
 def _store_email(mailing_list, email, attachments, registry):
@@ -90,7 +91,7 @@ def migrate(archive, connection, registry=None, commit=None, batch_size=500):
         report.lists += 1
     commit()
 
-    attachments = _attachments_by_email(connection)
+    with_attachments = _emails_with_attachments(connection)
     # email id -> (kittypyr list, message hash), for the marks that name emails.
     names = {}
     emails = rows(connection, "SELECT e.id, e.mailinglist_id, e.message_id, e.message_id_hash, e.subject, "
@@ -100,7 +101,8 @@ def migrate(archive, connection, registry=None, commit=None, batch_size=500):
         mailing_list = lists[email["mailinglist_id"]]
         email["date"] = as_datetime(email["date"])
         try:
-            result = _store_email(mailing_list, email, attachments.get(email["id"], ()), registry)
+            attachments = _attachments_of(connection, email["id"]) if email["id"] in with_attachments else ()
+            result = _store_email(mailing_list, email, attachments, registry)
         except UnparseableMessage as exc:
             report.skipped.append((f"message {email['message_id']}", str(exc)))
             continue

@@ -74,7 +74,7 @@ def test_message_page_title_and_attachment(browser):
 
 def test_search_page(browser):
     page = browser.get("/search", params={"q": "forward"})
-    assert "1 messages found" in page.text
+    assert "1 message found" in page.text
     assert_hidden(page.text)
 
 

@@ -350,7 +350,7 @@ def test_tags_of_private_lists_stay_private(site, mailman):
     form = tag_form(member.get(f"/list/{PRIVATE}/thread/{h(10)}/"))
     form["tag"] = "budget"
     form.submit()
-    assert member.get("/search", {"q": "tag:budget"}).html.select_one("p.count").text.startswith("1 messages")
+    assert member.get("/search", {"q": "tag:budget"}).html.select_one("p.count").text.startswith("1 message found")
     anonymous = reader(site)
     assert "No thread in these lists is tagged" in anonymous.get("/search", {"q": "tag:budget"}).text
     anonymous.get(f"/list/{PRIVATE}/tag/budget/", status=403)

@@ -119,7 +119,7 @@ def test_malformed_queries_explain_and_still_search(app):
 def test_search_page_and_json(app):
     browser = TestApp(app)
     page = browser.get("/search", params={"q": "bears", "mlist": DEV})
-    assert "1 messages found" in page.text
+    assert "1 message found" in page.text
     hit = page.html.select_one("ol.hits li")
     assert hit.select_one("mark").text.lower() == "bears"
     assert hit.a["href"].endswith("/message/" + hit.a["href"].rstrip("/").split("/")[-1] + "/")
@@ -138,4 +138,4 @@ def test_a_message_is_found_in_the_next_request(app):
     with prepare(registry=app.registry) as env:
         archive_message(ensure_mailing_list(env["root"], DEV), mail(99, "Off to zanzibar.\n"))
         transaction.commit()
-    assert "1 messages found" in browser.get("/search", params={"q": "zanzibar"}).text
+    assert "1 message found" in browser.get("/search", params={"q": "zanzibar"}).text

@@ -7,9 +7,28 @@ can see how often processes got in each other's way.
 
 import logging
 
-from pyramid_retry import IBeforeRetry
+from pyramid.response import Response
+from pyramid_retry import IBeforeRetry, mark_error_retryable
+from ZEO.Exceptions import ClientDisconnected
 
 log = logging.getLogger(__name__)
+
+# Seconds a reader (or Mailman's plugin) is asked to wait while the storage is away.
+STORAGE_RETRY_AFTER = 5
+
+
+def storage_unavailable_errors():
+    """The errors that mean the storage server is away for now: ZEO's, and PostgreSQL's under RelStorage.
+
+    RelStorage lets the driver's error through when PostgreSQL restarts or
+    refuses connections; it opens a new connection at the next attempt.
+    """
+    errors = [ClientDisconnected]
+    try:
+        import psycopg2
+    except ImportError:  # RelStorage on PostgreSQL is optional (kittypyr[postgresql])
+        return tuple(errors)
+    return (*errors, psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
 def log_retry(event):
@@ -21,5 +40,23 @@ def log_retry(event):
              type(event.exception).__name__, event.exception)
 
 
+def storage_unavailable(exc, request):
+    """503 with Retry-After when the storage stays away for every attempt: come back, nothing is broken."""
+    log.error("storage unavailable for %s %s: %s: %s", request.method, request.path_info, type(exc).__name__, exc)
+    explained = "the archive cannot reach its storage right now; try again in a moment"
+    if request.path_info.startswith("/api/"):
+        # Mailman's plugin and the JSON API's clients read JSON.
+        response = Response(json_body={"error": explained}, status=503)
+    else:
+        response = Response(explained.capitalize() + ".\n", status=503, content_type="text/plain", charset="utf-8")
+    response.headers["Retry-After"] = str(STORAGE_RETRY_AFTER)
+    return response
+
+
 def includeme(config):
     config.add_subscriber(log_retry, IBeforeRetry)
+    for error in storage_unavailable_errors():
+        # A lost connection is worth a new attempt on a fresh connection.
+        mark_error_retryable(error)
+        config.add_exception_view(storage_unavailable, context=error, last_retry_attempt=True)
+        config.add_exception_view(storage_unavailable, context=error, retryable_error=False)

@@ -72,3 +72,41 @@ def test_the_production_example_serves_an_archive_with_attachments_across_a_post
         assert TestApp(other).get(f"{message}attachment/2/readings.txt").body == b"1013 hPa\n" * 2000
     finally:
         other.registry._zodb_databases[""].close()
+
+
+def test_while_postgresql_is_down_pages_and_the_archiver_answer_503_and_then_serve_again(tmp_path, postgresql):
+    # A restart of PostgreSQL: the requests in that moment are told to come
+    # back (503: readers and Mailman's plugin send them again), not 500.
+    uri = postgresql.uri(postgresql.create_database(), tmp_path / "blob-cache")
+    app = main({}, **{"zodbconn.uri": uri, "kittypyr.base_url": "http://localhost/",
+                      "kittypyr.archiver_key": "pg-key", "retry.attempts": "2"})
+    browser = TestApp(app)
+    mail = make_message(message_id="<pgdown@example.org>", subject="While down", body="Later.\n")
+
+    def archive():
+        return browser.post("/api/mailman/archive", {"mlist": LIST}, headers={"Authorization": "Token pg-key"},
+                            upload_files=[("message", "message.txt", mail)], status="*")
+
+    try:
+        with prepare(registry=app.registry) as env:
+            ensure_mailing_list(env["root"], LIST)
+            transaction.commit()
+        assert browser.get(f"/list/{LIST}/").status_int == 200
+        postgresql.stop()
+        try:
+            page = browser.get(f"/list/{LIST}/", status=503)
+            assert page.headers["Retry-After"] and "try again" in page.text
+            answer = archive()
+            assert answer.status_int == 503 and "try again" in answer.json["error"]
+        finally:
+            postgresql.start()
+        assert archive().status_int == 200
+        assert "While down" in browser.get(f"/list/{LIST}/message/{message_id_hash('<pgdown@example.org>')}/").text
+    finally:
+        try:
+            app.registry._zodb_databases[""].close()
+        except KeyError:
+            # ZODB's DB.close stops at a connection whose open failed
+            # while PostgreSQL was down (its transaction manager never had
+            # it); what is left open goes with the test process.
+            pass

@@ -88,6 +88,8 @@ def test_two_processes_sharing_words_both_commit_on_a_shared_storage(tmp_path, s
             ensure_mailing_list(env["root"], LIST)
             archive_message(env["root"].lists[LIST], mail(0, "More on gyroscopes and zeppelins, part 1 2.\n"))
             env["request"].tm.commit()
+        for app in apps:  # the second process must have heard of the list the first made
+            shared_storage.catch_up(app.registry._zodb_databases[""])
         writers = [writer(app.registry._zodb_databases[""], app.registry) for app in apps]
         for n, ((manager, connection, archive), app) in enumerate(zip(writers, apps), 1):
             threadlocal_manager.push({"registry": app.registry, "request": None})

@@ -147,3 +147,19 @@ def mbox_bytes(messages, quote="mboxrd"):
             out.append(line + b"\n")
         out.append(b"\n")
     return b"".join(out)
+
+
+@contextlib.contextmanager
+def imported_and_served(folder, list_address, messages):
+    """``messages`` imported with ``kittypyr import`` into a new archive in ``folder``, served by pserve.
+
+    Yields the base URL; the browser tests use it to see pages as a reader does.
+    """
+    folder = Path(folder)
+    port = free_port()
+    config = write_config(folder, port=port)
+    mbox = folder / "fixture.mbox"
+    mbox.write_bytes(mbox_bytes(messages))
+    kittypyr("import", config, list_address, mbox, check=True)
+    with served(config, port) as url:
+        yield url

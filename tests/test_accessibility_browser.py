@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional import free_port, kittypyr, mbox_bytes, served, write_config
+from tests.functional import imported_and_served
 from tests.test_reading import CORPUS, LIST, THREAD, message_url
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -28,13 +28,7 @@ PAGES = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("accessibility")
-    port = free_port()
-    config = write_config(folder, port=port)
-    mbox = folder / "fixture.mbox"
-    mbox.write_bytes(mbox_bytes(CORPUS))
-    kittypyr("import", config, LIST, mbox, check=True)
-    with served(config, port) as url:
+    with imported_and_served(tmp_path_factory.mktemp("accessibility"), LIST, CORPUS) as url:
         yield url
 
 

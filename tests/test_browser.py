@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.functional import free_port, kittypyr, mbox_bytes, served, write_config
+from tests.functional import imported_and_served
 from tests.test_pages import CORPUS, LIST, h
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -13,13 +13,7 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("browser")
-    port = free_port()
-    config = write_config(folder, port=port)
-    mbox = folder / "fixture.mbox"
-    mbox.write_bytes(mbox_bytes(CORPUS))
-    kittypyr("import", config, LIST, mbox, check=True)
-    with served(config, port) as url:
+    with imported_and_served(tmp_path_factory.mktemp("browser"), LIST, CORPUS) as url:
         yield url
 
 

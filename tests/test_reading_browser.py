@@ -2,19 +2,13 @@
 
 import pytest
 
-from tests.functional import free_port, kittypyr, mbox_bytes, served, write_config
+from tests.functional import imported_and_served
 from tests.test_reading import CORPUS, LIST, THREAD, h, message_url
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("reading-browser")
-    port = free_port()
-    config = write_config(folder, port=port)
-    mbox = folder / "fixture.mbox"
-    mbox.write_bytes(mbox_bytes(CORPUS))
-    kittypyr("import", config, LIST, mbox, check=True)
-    with served(config, port) as url:
+    with imported_and_served(tmp_path_factory.mktemp("reading-browser"), LIST, CORPUS) as url:
         yield url
 
 

@@ -66,10 +66,18 @@ def merge_concurrent_changes(archive):
         people.posts = converted(people.posts, KeyedCounts)
 
 
+def add_login_failures(archive):
+    """Version 6: wrong passwords counted in the archive, so that every process sees them."""
+    from kittypyr.merging import AgeingCounts
+
+    if getattr(archive, "login_failures", None) is None:
+        archive.login_failures = AgeingCounts()
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
-                merge_concurrent_changes]
+                merge_concurrent_changes, add_login_failures]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -11,6 +11,8 @@ mean, and so how to merge them:
   changes of one count add up (+1 and +1 from a 5 make 7).
 - ``AppendedBytes`` (the text index's postings): values are packed records
   that writers append to; two appends to one value keep both.
+- ``AgeingCounts``: ``KeyedCounts`` of recent events (wrong passwords),
+  forgotten a generation at a time once they are old.
 
 Whatever else both changed (the same key set to two different values, a
 bucket split, a removal beside an append) is still a ConflictError, and
@@ -22,6 +24,7 @@ during conflict resolution).
 from BTrees.IOBTree import IOBTree, IOBucket
 from BTrees.OIBTree import OIBTree, OIBucket
 from BTrees.OOBTree import OOBTree, OOBucket
+from persistent import Persistent
 from ZODB.POSException import ConflictError
 
 MISSING = object()
@@ -155,6 +158,53 @@ class AppendedBytes(IOBTree):
 
     def _p_resolveConflict(self, old, committed, new):
         return merge_tree_states(old, committed, new, append_bytes)
+
+
+class AgeingCounts(Persistent):
+    """Counts of recent events, shared by every process, that forget old ones by themselves.
+
+    Keys are tuples whose callers put the event's time in them; counts go
+    into the current generation, a ``KeyedCounts``, so two processes
+    counting at once merge. The first count made once the current
+    generation is ``lifetime`` seconds old starts a new one and drops the
+    one before it whole: an event is kept at least ``lifetime`` and at most
+    twice that, and forgetting walks over nothing. Two processes starting a
+    generation at once conflict, and one of them runs again.
+    """
+
+    def __init__(self):
+        self.current = KeyedCounts()
+        self.previous = KeyedCounts()
+        self.started = None
+
+    def add(self, key, now, lifetime):
+        """Count one more ``key`` at ``now`` (seconds, the same clock in every process)."""
+        if self.started is None or now - self.started >= lifetime:
+            recent = self.started is not None and now - self.started < 2 * lifetime
+            self.previous = self.current if recent else KeyedCounts()
+            self.current = KeyedCounts()
+            self.started = now
+        self.current[key] = self.current.get(key, 0) + 1
+
+    def items(self, low, high):
+        """``(key, count)`` pairs of both generations with ``low <= key <= high``, in key order."""
+        found = {}
+        for generation in (self.previous, self.current):
+            for key, count in generation.items(low, high):
+                found[key] = found.get(key, 0) + count
+        return sorted(found.items())
+
+    def remove(self, low, high):
+        """Forget the keys from ``low`` to ``high``; write nothing when there are none."""
+        for generation in (self.previous, self.current):
+            for key in list(generation.keys(low, high)):
+                del generation[key]
+
+    def clear(self):
+        self.__init__()
+
+    def __len__(self):
+        return len(self.previous) + len(self.current)
 
 
 def converted(tree, kind):

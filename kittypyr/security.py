@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import secrets
 import threading
 import time
@@ -230,39 +231,38 @@ class LoginThrottle:
     close the door on the others. Attempts refused here are not failures,
     so a throttled attacker does not keep the door closed any longer.
 
-    Per process: kept in memory, so N processes allow N times the limits.
-    Counting in the database would mean a write, and a conflict risk, at
-    every wrong password.
+    The failures are kept in the archive (``archive.login_failures``, an
+    ``AgeingCounts``), so every process of the site counts what the others
+    counted, on any storage: a wrong password is one small write, which
+    merges with another process's at the same moment; a right password
+    writes only when its account had failures, and other pages never look.
+    Times are the wall clock's, to the second, the same in every process.
     """
 
-    def __init__(self, account_limit=5, client_limit=50, client_accounts=10, window=600.0,
-                 clock=time.monotonic):
+    def __init__(self, account_limit=5, client_limit=50, client_accounts=10, window=600.0, clock=time.time):
         self.account_limit = account_limit
         self.client_limit = client_limit
         self.client_accounts = client_accounts
         self.window = window
         self.clock = clock
-        # ("account", address) or ("client", address) -> [(time, account address)], oldest first.
-        self.failures = {}
-        self.lock = threading.Lock()
-        self.swept = clock()
 
-    def _recent(self, key, now):
-        entries = [entry for entry in self.failures.get(key, ()) if entry[0] > now - self.window]
-        if entries:
-            self.failures[key] = entries
-        else:
-            self.failures.pop(key, None)
+    def _recent(self, failures, kind, who, now):
+        """``[(time, account address)]`` of ``who``'s failures within the window, oldest first."""
+        entries = []
+        for (_, _, when, address), count in failures.items((kind, who), (kind, who, math.inf)):
+            if when > now - self.window:
+                entries += [(when, address)] * count
+        entries.sort()
         return entries
 
-    def _account_wait(self, address, now):
-        entries = self._recent(("account", address), now)
+    def _account_wait(self, failures, address, now):
+        entries = self._recent(failures, "account", address, now)
         if len(entries) < self.account_limit:
             return 0
         return entries[-self.account_limit][0] + self.window - now
 
-    def _client_wait(self, client, now):
-        entries = self._recent(("client", client), now)
+    def _client_wait(self, failures, client, now):
+        entries = self._recent(failures, "client", client, now)
         if len(entries) < self.client_limit:
             return 0
         latest = {}
@@ -276,37 +276,24 @@ class LoginThrottle:
         fewer_accounts = sorted(latest.values(), reverse=True)[self.client_accounts - 1]
         return min(fewer_failures, fewer_accounts) + self.window - now
 
-    def wait_seconds(self, address, client):
-        """Seconds until ``client`` may try a password for ``address`` (0: now)."""
+    def wait_seconds(self, failures, address, client):
+        """Seconds until ``client`` may try a password for ``address`` (0: now). Writes nothing."""
         now = self.clock()
-        with self.lock:
-            return max(self._account_wait(address, now), self._client_wait(client, now))
+        return max(self._account_wait(failures, address, now), self._client_wait(failures, client, now))
 
-    def failed(self, address, client):
-        """Count a wrong password for ``address`` from ``client``."""
-        with self.lock:
-            now = self.clock()
-            self._sweep(now)
-            for key in (("account", address), ("client", client)):
-                self._recent(key, now)
-                self.failures.setdefault(key, []).append((now, address))
+    def failed(self, failures, address, client):
+        """Count a wrong password for ``address`` from ``client`` in ``failures``."""
+        now = self.clock()
+        second = int(now)
+        failures.add(("account", address, second, address), now, self.window)
+        failures.add(("client", client, second, address), now, self.window)
 
-    def succeeded(self, address):
+    def succeeded(self, failures, address):
         """The right password for ``address``: its failures no longer count.
 
         The client's do: an attacker's own account must not wipe their record.
         """
-        with self.lock:
-            self.failures.pop(("account", address), None)
-
-    def _sweep(self, now):
-        # Accounts and clients never asked about again would stay forever:
-        # once a window, drop every failure that has aged out.
-        if now - self.swept < self.window:
-            return
-        self.swept = now
-        for key in list(self.failures):
-            self._recent(key, now)
+        failures.remove(("account", address), ("account", address, math.inf))
 
 
 login_throttle = LoginThrottle()

@@ -6,6 +6,9 @@ on which lists. The integration tests in test_accounts_mailman.py and
 test_mailman.py ask a real Mailman core instead.
 """
 
+import transaction
+from pyramid.scripting import prepare
+
 from kittypyr import security, standalone
 from kittypyr.mailman import LoginRefused
 from kittypyr.views import accounts as account_views
@@ -23,7 +26,6 @@ class FakeMailman:
         # It answers: pages offer logging in, replying and voting.
         monkeypatch.setattr(standalone.presence, "available", lambda registry: True)
         security.memberships.entries.clear()
-        security.login_throttle.failures.clear()
 
     def add_user(self, address, name="", password=PASSWORD, roles=()):
         """``roles``: ``(list address, role)`` pairs, role one of member, owner, moderator."""
@@ -40,6 +42,13 @@ class FakeMailman:
     def fetch(self, registry, address):
         roles = self.roles.get(address, ())
         return frozenset((security.list_id_of(list_address), role) for list_address, role in roles), 60
+
+
+def forget_login_failures(app):
+    """Start counting wrong passwords afresh in ``app``'s archive, where every process counts them."""
+    with prepare(registry=app.registry) as env:
+        env["root"].login_failures.clear()
+        transaction.commit()
 
 
 def log_in(app, address, password=PASSWORD):

@@ -2,7 +2,9 @@
 
 Failures count against the account guessed (five in ten minutes, from any
 address) and, with a much higher bar, against a client address that fails
-across many accounts. The clock is the throttle's own, set by the tests.
+across many accounts. They are kept in the archive, so that every process
+counts them (see test_failures_count_across_processes_sharing_zeo). The
+clock is the throttle's own, set by the tests.
 """
 
 import pytest
@@ -13,8 +15,9 @@ from webtest import TestApp
 
 from kittypyr import security
 from kittypyr.archiving import ensure_mailing_list
+from kittypyr.merging import AgeingCounts
 from kittypyr.security import LoginThrottle
-from tests.accounts import FakeMailman, log_in
+from tests.accounts import FakeMailman, forget_login_failures, log_in
 from tests.test_app import make_app
 
 PRIVATE = "board@lists.example.org"
@@ -53,7 +56,8 @@ def clock(monkeypatch):
 
 
 @pytest.fixture
-def mailman(monkeypatch, clock):
+def mailman(monkeypatch, clock, site):
+    forget_login_failures(site)
     fake = FakeMailman(monkeypatch)
     for address in [VICTIM, READER, *SPRAYED]:
         fake.add_user(address, address.split("@")[0].title(), roles=[(PRIVATE, "member")])
@@ -88,78 +92,132 @@ def spray(app_for_attempt, accounts=SPRAYED[:10], per_account=5):
 
 def test_an_account_is_throttled_after_five_failures_from_any_addresses():
     clock = Clock()
-    throttle = LoginThrottle(clock=clock)
+    throttle, failures = LoginThrottle(clock=clock), AgeingCounts()
     for n in range(5):
-        assert throttle.wait_seconds(VICTIM, f"192.0.2.{n}") == 0
-        throttle.failed(VICTIM, f"192.0.2.{n}")
+        assert throttle.wait_seconds(failures, VICTIM, f"192.0.2.{n}") == 0
+        throttle.failed(failures, VICTIM, f"192.0.2.{n}")
         clock.now += 10
-    assert throttle.wait_seconds(VICTIM, "192.0.2.99") == pytest.approx(600 - 50)
-    assert throttle.wait_seconds(READER, "192.0.2.1") == 0
+    assert throttle.wait_seconds(failures, VICTIM, "192.0.2.99") == pytest.approx(600 - 50)
+    assert throttle.wait_seconds(failures, READER, "192.0.2.1") == 0
     clock.now += 551
-    assert throttle.wait_seconds(VICTIM, "192.0.2.99") == 0
+    assert throttle.wait_seconds(failures, VICTIM, "192.0.2.99") == 0
 
 
 def test_a_client_is_throttled_only_for_failures_across_many_accounts():
     clock = Clock()
-    throttle = LoginThrottle(clock=clock)
+    throttle, failures = LoginThrottle(clock=clock), AgeingCounts()
     # A hundred failures on one account close that account, not the client.
     for _ in range(100):
-        throttle.failed(VICTIM, OFFICE)
-    assert throttle.wait_seconds(VICTIM, OFFICE) > 0
-    assert throttle.wait_seconds(READER, OFFICE) == 0
+        throttle.failed(failures, VICTIM, OFFICE)
+    assert throttle.wait_seconds(failures, VICTIM, OFFICE) > 0
+    assert throttle.wait_seconds(failures, READER, OFFICE) == 0
 
-    throttle = LoginThrottle(clock=clock)
+    throttle, failures = LoginThrottle(clock=clock), AgeingCounts()
     # Forty-five failures over nine accounts stay under the bar...
     for address in SPRAYED[:9]:
         for _ in range(5):
-            throttle.failed(address, OFFICE)
+            throttle.failed(failures, address, OFFICE)
             clock.now += 1
-    assert throttle.wait_seconds(READER, OFFICE) == 0
+    assert throttle.wait_seconds(failures, READER, OFFICE) == 0
     # ... fifty over ten reach it, for that client only.
     for _ in range(5):
-        throttle.failed(SPRAYED[9], OFFICE)
+        throttle.failed(failures, SPRAYED[9], OFFICE)
         clock.now += 1
-    assert throttle.wait_seconds(READER, OFFICE) > 0
-    assert throttle.wait_seconds(READER, ELSEWHERE) == 0
+    assert throttle.wait_seconds(failures, READER, OFFICE) > 0
+    assert throttle.wait_seconds(failures, READER, ELSEWHERE) == 0
 
 
 def test_a_throttled_client_opens_again_once_its_failures_age_out():
     clock = Clock()
-    throttle = LoginThrottle(clock=clock)
+    throttle, failures = LoginThrottle(clock=clock), AgeingCounts()
     for address in SPRAYED[:10]:
         for _ in range(5):
-            throttle.failed(address, OFFICE)
+            throttle.failed(failures, address, OFFICE)
         clock.now += 50
     # The first account's failures are the oldest: when they are ten minutes
     # old only forty failures over nine accounts are left, under the bar.
-    wait = throttle.wait_seconds(READER, OFFICE)
+    wait = throttle.wait_seconds(failures, READER, OFFICE)
     assert wait == pytest.approx(600 - 500)
     clock.now += wait - 1
-    assert throttle.wait_seconds(READER, OFFICE) > 0
+    assert throttle.wait_seconds(failures, READER, OFFICE) > 0
     clock.now += wait
-    assert throttle.wait_seconds(READER, OFFICE) == 0
+    assert throttle.wait_seconds(failures, READER, OFFICE) == 0
 
 
 def test_a_right_password_clears_the_account_but_not_the_client():
     clock = Clock()
-    throttle = LoginThrottle(clock=clock)
+    throttle, failures = LoginThrottle(clock=clock), AgeingCounts()
     for address in SPRAYED[:10]:
         for _ in range(5):
-            throttle.failed(address, OFFICE)
-    throttle.succeeded(SPRAYED[0])
-    assert throttle.wait_seconds(SPRAYED[0], ELSEWHERE) == 0
-    assert throttle.wait_seconds(READER, OFFICE) > 0
+            throttle.failed(failures, address, OFFICE)
+    throttle.succeeded(failures, SPRAYED[0])
+    assert throttle.wait_seconds(failures, SPRAYED[0], ELSEWHERE) == 0
+    assert throttle.wait_seconds(failures, READER, OFFICE) > 0
 
 
-def test_failures_older_than_the_window_are_forgotten():
+def test_failures_older_than_two_windows_are_forgotten():
+    clock = Clock()
+    throttle, failures = LoginThrottle(clock=clock), AgeingCounts()
+    for address in SPRAYED:
+        throttle.failed(failures, address, OFFICE)
+    clock.now += 601
+    throttle.failed(failures, READER, ELSEWHERE)
+    # Still kept for a while (and no longer counted) ...
+    assert len(failures) == 2 * len(SPRAYED) + 2
+    assert throttle.wait_seconds(failures, SPRAYED[0], OFFICE) == 0
+    clock.now += 600
+    throttle.failed(failures, READER, ELSEWHERE)
+    # ... then nothing is kept of accounts and clients nobody asked about since.
+    assert len(failures) == 4
+
+
+def count_at_once_in_two_processes(first_db, second_db, catch_up=lambda db: None):
+    """Wrong passwords for VICTIM counted at once through two databases; what a third reading sees."""
     clock = Clock()
     throttle = LoginThrottle(clock=clock)
-    for address in SPRAYED:
-        throttle.failed(address, OFFICE)
-    clock.now += 601
-    throttle.failed(READER, ELSEWHERE)
-    # Nothing is kept of accounts and clients nobody asked about since.
-    assert len(throttle.failures) == 2
+    setup = first_db.open()
+    setup.root()["failures"] = AgeingCounts()
+    # The first failure of a window starts its generation: a change of the
+    # record itself, which two processes cannot both make (one runs again).
+    throttle.failed(setup.root()["failures"], READER, OFFICE)
+    transaction.commit()
+    setup.close()
+    for _ in range(2):
+        catch_up(second_db)
+        managers = [transaction.TransactionManager() for _ in range(2)]
+        connections = [db.open(transaction_manager=manager) for db, manager in zip((first_db, second_db), managers)]
+        for n, connection in enumerate(connections):
+            throttle.failed(connection.root()["failures"], VICTIM, f"192.0.2.{n}")
+        # The second commit merges into the first instead of conflicting.
+        for manager in managers:
+            manager.commit()
+        for connection in connections:
+            connection.close()
+        clock.now += 1
+    catch_up(first_db)
+    reader = first_db.open()
+    failures = reader.root()["failures"]
+    waits = [throttle.wait_seconds(failures, VICTIM, ELSEWHERE)]
+    throttle.failed(failures, VICTIM, ELSEWHERE)
+    waits.append(throttle.wait_seconds(failures, VICTIM, ELSEWHERE))
+    transaction.abort()
+    reader.close()
+    return waits
+
+
+def test_wrong_passwords_counted_at_once_by_two_processes_add_up(zodb):
+    # Two connections with transactions of their own stand for two processes.
+    assert count_at_once_in_two_processes(zodb, zodb) == [0, pytest.approx(600 - 2)]
+
+
+def test_wrong_passwords_counted_at_once_add_up_on_a_shared_storage(shared_storage, tmp_path):
+    first, second = (shared_storage.open_db(tmp_path / name) for name in ("first", "second"))
+    try:
+        waits = count_at_once_in_two_processes(first, second, shared_storage.catch_up)
+    finally:
+        first.close()
+        second.close()
+    assert waits == [0, pytest.approx(600 - 2)]
 
 
 # What readers see
@@ -178,6 +236,21 @@ def test_guessing_one_account_leaves_the_others_at_that_address_open(site, mailm
     assert log_in(colleague, READER).status_int == 303
     assert "Reader" in colleague.get("/").text
     assert colleague.get(f"/list/{PRIVATE}/").status_int == 200
+
+
+def test_right_passwords_and_pages_write_nothing(site, mailman):
+    database = site.registry._zodb_databases[""]
+    reader = browser(site, OFFICE)
+    reader.get("/")
+    before = database.lastTransaction()
+    assert log_in(reader, READER).status_int == 303
+    assert reader.get(f"/list/{PRIVATE}/").status_int == 200
+    assert log_in(browser(site, OFFICE), "nobody@example.org", "").status_int == 403
+    # Only the wrong password wrote.
+    assert database.lastTransaction() != before
+    after_failure = database.lastTransaction()
+    assert log_in(browser(site, OFFICE), READER).status_int == 303
+    assert database.lastTransaction() == after_failure
 
 
 def test_a_guessed_account_opens_again_after_ten_minutes(site, mailman, clock):

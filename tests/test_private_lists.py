@@ -13,7 +13,7 @@ from webtest import TestApp
 
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.msgid import message_id_hash
-from tests.accounts import FakeMailman, csrf_token, log_in, log_out
+from tests.accounts import FakeMailman, csrf_token, forget_login_failures, log_in, log_out
 from tests.mailbuilder import attachment, make_message, multipart, text_part
 from tests.test_app import make_app
 
@@ -57,7 +57,8 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture
-def mailman(monkeypatch):
+def mailman(monkeypatch, site):
+    forget_login_failures(site)
     fake = FakeMailman(monkeypatch)
     fake.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member"), (PUBLIC, "member")])
     fake.add_user(OUTSIDER, "Otto Outsider", roles=[(PUBLIC, "member")])

@@ -1,5 +1,6 @@
 """Beyond one process: importers and the web app sharing a real ZEO server, or RelStorage on PostgreSQL."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from tests.functional import (
     free_port,
     kittypyr,
     mbox_bytes,
+    served,
     wait_for_port,
     write_config,
     zeo_server_in,
@@ -146,3 +148,35 @@ def test_pack_through_zeo_while_the_web_app_serves(tmp_path):
         server.terminate()
         server.wait(timeout=30)
         zeo_log.close()
+
+
+def test_wrong_passwords_count_across_processes_sharing_zeo(tmp_path, mailman_stack):
+    """Two waitress processes on one ZEO server, logins checked by the real Mailman core."""
+    from tests.mailman_stack import Reader
+
+    address, password = "guessed@example.org", "guessed-password-1"
+    mailman_stack.create_user(address, "Guessed", password)
+    core = mailman_stack.core
+    mailman_settings = (f"kittypyr.secret = one-secret-for-both\nkittypyr.mailman_url = {core.rest_url}\n"
+                        f"kittypyr.mailman_user = {core.rest_user}\nkittypyr.mailman_password = {core.rest_password}")
+    zeo_folder = tmp_path / "zeo-server"
+    zeo_folder.mkdir()
+    with zeo_server_in(zeo_folder) as zeo_port, contextlib.ExitStack() as processes:
+        readers = []
+        for name in ("web-a", "web-b"):
+            folder = tmp_path / name
+            folder.mkdir()
+            web_port = free_port()
+            uri = f"zeo://127.0.0.1:{zeo_port}?storage=1&blob_dir={folder}/blob-cache&shared_blob_dir=false"
+            config = write_config(folder, uri=uri, port=web_port, extra=mailman_settings)
+            readers.append(Reader(processes.enter_context(served(config, web_port)) + "/"))
+
+        # Five wrong passwords, sent to either process in turn, reach the account's limit ...
+        for attempt in range(5):
+            answer = readers[attempt % 2].log_in(address, "not the password")
+            assert answer.status_code == 403 and "not right" in answer.text
+        # ... in both: neither has counted only its own.
+        for reader in readers:
+            refused = reader.log_in(address, password)
+            assert refused.status_code == 429 and "Too many failed attempts" in refused.text
+            assert int(refused.headers["Retry-After"]) > 500

@@ -4,6 +4,7 @@ from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
 
+from kittypyr.merging import AgeingCounts
 from kittypyr.resources.admin import AuditLog, SiteAdmin
 from kittypyr.resources.api import ApiRoot
 from kittypyr.resources.browsing import ListAlias
@@ -44,7 +45,8 @@ class Archive(Persistent):
     unreadable mail is an attribute too: only admins see it. The catalog and
     its document map, the audit log of administrative acts and the
     accounts' session generations (address -> how many times it logged out,
-    see ``kittypyr.security``) are attributes, deliberately out of
+    see ``kittypyr.security``) and the recent wrong passwords the login
+    throttle counts (``login_failures``) are attributes, deliberately out of
     traversal's reach.
     """
 
@@ -67,6 +69,7 @@ class Archive(Persistent):
         self.quarantine = new_quarantine(self)
         self.audit_log = AuditLog()
         self.session_generations = OOBTree()
+        self.login_failures = AgeingCounts()
         add_community(self)
 
     def __getitem__(self, name):

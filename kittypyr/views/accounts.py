@@ -61,7 +61,8 @@ def login(context, request):
     # believe from anyone): waitress puts the forwarded address there only
     # when the request comes from its trusted_proxy.
     client = request.remote_addr
-    wait = login_throttle.wait_seconds(address, client)
+    failures = context.login_failures
+    wait = login_throttle.wait_seconds(failures, address, client)
     if wait > 0:
         request.response.headers["Retry-After"] = str(int(wait) + 1)
         return _login_form(request, came_from, address, status=429, error=(
@@ -69,7 +70,9 @@ def login(context, request):
     try:
         address, display_name, user_id = check_login(request.registry, address, password)
     except LoginRefused:
-        login_throttle.failed(address, client)
+        # Committed with the 403 page: pyramid_tm aborts only when a view
+        # raises, and the page is returned.
+        login_throttle.failed(failures, address, client)
         return _login_form(request, came_from, address, status=403,
                            error="The address or the password is not right.")
     except AddressNotVerified:
@@ -79,7 +82,7 @@ def login(context, request):
         log.warning("login of %s impossible: %s", address, exc)
         return _login_form(request, came_from, address, status=503,
                            error="Accounts cannot be checked right now. Please try again later.")
-    login_throttle.succeeded(address)
+    login_throttle.succeeded(failures, address)
     headers = remember(request, User(address, display_name, user_id))
     return HTTPSeeOther(came_from, headers=headers)
 

@@ -335,6 +335,27 @@ def may(request, permission, context):
     return bool(request.has_permission(permission, context))
 
 
+def session_factory_under_prefix(secret, **options):
+    """A session factory whose cookie's path is the prefix the archive is served under.
+
+    The prefix is the request's SCRIPT_NAME (waitress's ``url_prefix``, or a
+    proxy's prefix made SCRIPT_NAME by the server), ``/`` when there is none:
+    another application on the same host (Postorius under ``/mailman3/``, a
+    second archive) never receives the cookie. One factory per prefix; a
+    server has one or two.
+    """
+    factories = {}
+
+    def session_for(request):
+        path = request.script_name or "/"
+        factory = factories.get(path)
+        if factory is None:
+            factory = factories[path] = SignedCookieSessionFactory(secret, path=path, **options)
+        return factory(request)
+
+    return session_for
+
+
 def includeme(config):
     settings = config.registry.settings
     secret = settings.get("kittypyr.secret", "")
@@ -346,7 +367,7 @@ def includeme(config):
     config.registry.kittypyr_secret = secret
     cookie_name = settings.setdefault("kittypyr.session_cookie", "kittypyr_session")
     secure = settings.get("kittypyr.base_url", "").startswith("https:")
-    config.set_session_factory(SignedCookieSessionFactory(
+    config.set_session_factory(session_factory_under_prefix(
         secret, cookie_name=cookie_name, httponly=True, samesite="Lax", secure=secure,
         timeout=14 * 24 * 3600, reissue_time=3600, salt="kittypyr.session."))
     config.set_security_policy(SecurityPolicy())

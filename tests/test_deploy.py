@@ -4,11 +4,13 @@ waitress believes X-Forwarded-* from the trusted proxy only (deploy/kittypyr.ini
 """
 
 import http.client
+import os
 import re
 import shutil
 import ssl
 import subprocess
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
@@ -19,13 +21,21 @@ DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SITE = "lists.example.org"
 LIST = "dev@lists.example.org"
+READER = ("dora@example.org", "doras-password")
+# Where tests.fake_accounts is found by the processes the tests start.
+TESTS_PATH = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
 
 needs_nginx = pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is missing: `make test` installs it")
 
 
 def adapted_ini(folder, port):
-    """deploy/kittypyr.ini with the storage in ``folder``, waitress on ``port`` and no Mailman."""
+    """deploy/kittypyr.ini with the storage in ``folder``, waitress on ``port`` and no Mailman.
+
+    One account (READER) may log in, through the test-only tests.fake_accounts.
+    """
     text = (DEPLOY / "kittypyr.ini").read_text()
+    text = text.replace("pyramid.includes =\n", "pyramid.includes = tests.fake_accounts\n"
+                        f"tests.fake_accounts.users = {READER[0]}:{READER[1]}\n")
     text = re.sub(r"(?m)^zodbconn\.uri = .*$",
                   f"zodbconn.uri = file://{folder}/Data.fs?blobstorage_dir={folder}/blobs", text)
     text = text.replace("listen = 127.0.0.1:6543", f"listen = 127.0.0.1:{port}")
@@ -73,9 +83,10 @@ def served(tmp_path_factory):
     mbox = folder / "dev.mbox"
     mbox.write_bytes(mbox_bytes([make_message(message_id="<dep1@example.org>", subject="Behind the proxy",
                                               to=LIST)]))
-    kittypyr("import", config, LIST, mbox, "--quiet", "--policy", "public", check=True)
+    kittypyr("import", config, LIST, mbox, "--quiet", "--policy", "public", check=True, env=TESTS_PATH)
     log = open(folder / "server.log", "ab")
-    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
+    server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log,
+                              env={**os.environ, **TESTS_PATH})
     try:
         wait_for_port(port, process=server)
         yield folder, port
@@ -86,6 +97,13 @@ def served(tmp_path_factory):
 
 
 def get(port, path, headers=(), source="127.0.0.1", tls=False):
+    """``(status, Location, body)`` of a GET."""
+    response, body = fetch(port, "GET", path, headers, source=source, tls=tls)
+    return response.status, response.getheader("Location"), body
+
+
+def fetch(port, method, path, headers=(), body=None, source="127.0.0.1", tls=False):
+    """``(response, body text)`` of a request; the response's headers stay readable."""
     if tls:
         context = ssl.create_default_context()
         context.check_hostname = False
@@ -93,11 +111,18 @@ def get(port, path, headers=(), source="127.0.0.1", tls=False):
         connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=context)
     else:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
-    connection.request("GET", path, headers=dict(headers))
+    connection.request(method, path, body=body, headers=dict(headers))
     response = connection.getresponse()
-    body = response.read().decode("utf-8", "replace")
+    text = response.read().decode("utf-8", "replace")
     connection.close()
-    return response.status, response.getheader("Location"), body
+    return response, text
+
+
+def cookie_path(response):
+    """The Path of the session cookie ``response`` sets."""
+    cookie = next(value for name, value in response.getheaders()
+                  if name.lower() == "set-cookie" and value.startswith("kittypyr_session="))
+    return re.search(r"(?i);\s*path=([^;]*)", cookie).group(1)
 
 
 FORWARDED = {"Host": SITE, "X-Forwarded-Proto": "https", "X-Forwarded-Host": SITE, "X-Forwarded-For": "203.0.113.9"}
@@ -121,6 +146,24 @@ def test_forwarded_headers_from_anyone_else_are_ignored(served):
                               source="127.0.0.2")
     assert status == 301
     assert location == f"http://127.0.0.1:{port}/archives/list/{LIST}/"
+
+
+def test_the_session_cookie_is_for_the_prefix_only(served):
+    # Another application on the host (Postorius under /mailman3/) never receives it.
+    folder, port = served
+    form, page = fetch(port, "GET", "/archives/login", FORWARDED)
+    assert form.status == 200 and cookie_path(form) == "/archives"
+    session = form.getheader("Set-Cookie").split(";", 1)[0]
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    answer, _ = fetch(port, "POST", "/archives/login", {
+        **FORWARDED, "Cookie": session, "Origin": f"https://{SITE}",
+        "Content-Type": "application/x-www-form-urlencoded"},
+        body=urlencode({"address": READER[0], "password": READER[1], "csrf_token": token,
+                        "came_from": "/archives/"}))
+    assert answer.status == 303 and cookie_path(answer) == "/archives"
+    logged_in = answer.getheader("Set-Cookie").split(";", 1)[0]
+    status, _, page = get(port, "/archives/", {**FORWARDED, "Cookie": logged_in})
+    assert status == 200 and "Dora" in page and "Log out" in page
 
 
 @needs_nginx
@@ -153,6 +196,8 @@ def test_served_under_archives_through_nginx(served, tmp_path):
         assert (status, location) == (301, f"{site}list/{LIST}/")
         status, _, page = get(https_port, f"/archives/list/{LIST}/", host, tls=True)
         assert status == 200 and "Behind the proxy" in page
+        form, _ = fetch(https_port, "GET", "/archives/login", host, tls=True)
+        assert form.status == 200 and cookie_path(form) == "/archives"
         # The archiver API is for Mailman on loopback, never through the proxy.
         assert get(https_port, f"/archives/api/mailman/urls?mlist={LIST}", host, tls=True)[0] == 403
     finally:

@@ -12,7 +12,8 @@ import hmac
 import logging
 import threading
 import time
-from datetime import datetime, timezone
+import weakref
+from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
 from pyramid.settings import aslist
@@ -320,6 +321,13 @@ class ListRefresher:
     Freshness is the list's ``synced_at`` in the database, so every process
     sees what one of them learned.
 
+    A page that may show any list would read every list's ``synced_at``:
+    instead, each process remembers from its last walk over the lists when
+    the first of them becomes stale (``next_stale``), and walks again only
+    then. Lists synced since, by any process, become stale later still; a
+    list made since without its policy (Mailman silent) is private until
+    that walk, at most a TTL later. One list's pages read that list only.
+
     When Mailman cannot be reached, nobody asks it again for
     ``failure_pause`` seconds: one timeout now and then, never one per
     page or per list. Lists keep what is known meanwhile; a list whose
@@ -331,6 +339,9 @@ class ListRefresher:
         self.clock = clock
         self.unreachable_since = None
         self.lock = threading.Lock()
+        # Database -> when the first of its lists becomes stale (UTC), as
+        # the last walk over them found: until then no list can be.
+        self.next_stale = weakref.WeakKeyDictionary()
 
     def is_stale(self, registry, mailing_list):
         """Never heard from Mailman, or not within the TTL.
@@ -345,27 +356,45 @@ class ListRefresher:
         since = self.unreachable_since
         return since is not None and self.clock() - since < self.failure_pause
 
+    def may_be_stale(self, db):
+        """Whether any list of ``db`` can be stale now, as far as this process knows."""
+        next_stale = self.next_stale.get(db)
+        return next_stale is None or _now() >= next_stale
+
     def refresh(self, registry, db, addresses=None):
         """Refresh the stale lists among ``addresses`` (None: every list); return those refreshed."""
         if not mailman_is_configured(registry) or self.mailman_paused():
             return []
+        if addresses is None and not self.may_be_stale(db):
+            return []
         # One refresh at a time per process: a second request waits for it
         # rather than asking Mailman the same again, and then reads its result.
         with self.lock:
+            if addresses is None and not self.may_be_stale(db):
+                return []
             return self._refresh(registry, db, addresses)
 
     def _refresh(self, registry, db, addresses):
         import transaction
 
+        ttl = timedelta(seconds=sync_ttl(registry))
         manager = transaction.TransactionManager(explicit=True)
         connection = db.open(transaction_manager=manager)
         try:
             manager.begin()
+            # Lists refreshed now are synced after this: stale no sooner than started + ttl.
+            started = _now()
             archive = _archive_in(connection)
             if archive is None:
                 return []
+            next_stale = started + ttl
             if addresses is None:
-                stale = [ml.address for ml in archive.lists.values() if self.is_stale(registry, ml)]
+                stale = []
+                for ml in archive.lists.values():
+                    if self.is_stale(registry, ml):
+                        stale.append(ml.address)
+                    else:
+                        next_stale = min(next_stale, ml.synced_at + ttl)
             else:
                 stale = [a for a in addresses if a in archive.lists
                          and self.is_stale(registry, archive.lists[a])]
@@ -381,6 +410,11 @@ class ListRefresher:
                 self.unreachable_since = None
             if learned:
                 _commit_details(manager, connection, learned)
+            if addresses is None:
+                if self.unreachable_since is None:
+                    self.next_stale[db] = next_stale
+                else:  # lists left stale: walk again once Mailman is asked again
+                    self.next_stale.pop(db, None)
             return list(learned)
         finally:
             connection.close()

@@ -46,7 +46,7 @@ def prepare_list(archive, registry, list_address, policy=None):
 
     mailing_list = archive.lists.get(list_address)
     if mailing_list is None:
-        mailing_list, reason = create_list_with_policy(archive, registry, list_address, policy)
+        mailing_list, reason, _ = create_list_with_policy(archive, registry, list_address, policy)
         return f"new list {list_address}: {mailing_list.archive_policy}, {reason}"
     if policy is not None and policy != mailing_list.archive_policy:
         mailing_list.archive_policy = policy

@@ -259,7 +259,11 @@ def first_policy(registry, list_address, explicit=None):
 
 
 def create_list_with_policy(archive, registry, list_address, explicit=None):
-    """Create the list ``list_address`` with its first policy; return ``(list, reason)``."""
+    """Create the list ``list_address`` with its first policy; return ``(list, reason, said)``.
+
+    ``said`` is what Mailman said of the list: its details, ``NO_SUCH_LIST``,
+    or None when it was not asked or did not answer.
+    """
     from kittypyr.archiving import ensure_mailing_list
 
     details, policy, reason = first_policy(registry, list_address, explicit)
@@ -271,7 +275,7 @@ def create_list_with_policy(archive, registry, list_address, explicit=None):
     # An explicit policy is known; one assumed for want of Mailman is not,
     # and the list is asked about again as soon as Mailman answers.
     mailing_list.policy_known = explicit is not None or isinstance(details, dict)
-    return mailing_list, reason
+    return mailing_list, reason, details
 
 
 def _now():

@@ -10,6 +10,7 @@ from kittypyr.addresses import normalize_list_address
 from kittypyr.archiving import store_parsed
 from kittypyr.mail import UnparseableMessage, message_id_of_header, parse_message
 from kittypyr.mailman import (
+    NO_SUCH_LIST,
     absolute_url,
     apply_list_details,
     ask_list_details,
@@ -96,8 +97,8 @@ def _uploaded_bytes(request):
 
 def _new_list(archive, registry, list_address):
     """Create the list mail has just arrived for; 400 if Mailman has no such list."""
-    mailing_list, _ = create_list_with_policy(archive, registry, list_address)
-    if mailing_list.policy_reason.startswith("Mailman core has no such list"):
+    mailing_list, _, said = create_list_with_policy(archive, registry, list_address)
+    if said is NO_SUCH_LIST:
         # Mailman posts only for lists it has: this is not Mailman speaking.
         raise HTTPBadRequest(json_body={"error": f"Mailman core has no list {list_address}"})
     return mailing_list, None

@@ -37,6 +37,7 @@ from pyramid.authorization import ACLHelper, Authenticated, Everyone
 from pyramid.session import SignedCookieSessionFactory
 from pyramid.settings import aslist
 from pyramid_zodbconn import get_connection
+from webob.cookies import make_cookie
 
 from kittypyr.bootstrap import ROOT_KEY
 from kittypyr.mailman import list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
@@ -208,7 +209,13 @@ class SecurityPolicy:
                                    "user_id": user.user_id,
                                    "generation": session_generation(request, user.address)}
         request.session.new_csrf_token()
-        return []
+        if not request.script_name:
+            return []
+        # Served under a prefix, a cookie of the same name for the whole host
+        # (set before the cookie's path was the prefix) would be sent along,
+        # last, and read instead of the new one: it ends here.
+        name = request.registry.settings["kittypyr.session_cookie"]
+        return [("Set-Cookie", make_cookie(name, None, path="/"))]
 
     def forget(self, request, **kw):
         """End the session here, and every copy of its cookie elsewhere."""

@@ -118,11 +118,15 @@ def fetch(port, method, path, headers=(), body=None, source="127.0.0.1", tls=Fal
     return response, text
 
 
+def session_cookie(response):
+    """The session cookie ``response`` sets (its Set-Cookie value), not one it ends."""
+    return next(value for name, value in response.getheaders() if name.lower() == "set-cookie"
+                and value.startswith("kittypyr_session=") and not value.startswith("kittypyr_session=;"))
+
+
 def cookie_path(response):
     """The Path of the session cookie ``response`` sets."""
-    cookie = next(value for name, value in response.getheaders()
-                  if name.lower() == "set-cookie" and value.startswith("kittypyr_session="))
-    return re.search(r"(?i);\s*path=([^;]*)", cookie).group(1)
+    return re.search(r"(?i);\s*path=([^;]*)", session_cookie(response)).group(1)
 
 
 FORWARDED = {"Host": SITE, "X-Forwarded-Proto": "https", "X-Forwarded-Host": SITE, "X-Forwarded-For": "203.0.113.9"}
@@ -153,7 +157,7 @@ def test_the_session_cookie_is_for_the_prefix_only(served):
     folder, port = served
     form, page = fetch(port, "GET", "/archives/login", FORWARDED)
     assert form.status == 200 and cookie_path(form) == "/archives"
-    session = form.getheader("Set-Cookie").split(";", 1)[0]
+    session = session_cookie(form).split(";", 1)[0]
     token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
     answer, _ = fetch(port, "POST", "/archives/login", {
         **FORWARDED, "Cookie": session, "Origin": f"https://{SITE}",
@@ -161,7 +165,11 @@ def test_the_session_cookie_is_for_the_prefix_only(served):
         body=urlencode({"address": READER[0], "password": READER[1], "csrf_token": token,
                         "came_from": "/archives/"}))
     assert answer.status == 303 and cookie_path(answer) == "/archives"
-    logged_in = answer.getheader("Set-Cookie").split(";", 1)[0]
+    # A cookie of the same name for the whole host, from before, would be read instead: it is ended.
+    ended = [value for name, value in answer.getheaders() if name.lower() == "set-cookie"
+             and value.startswith("kittypyr_session=;")]
+    assert len(ended) == 1 and "Max-Age=0" in ended[0] and "Path=/;" in ended[0]
+    logged_in = session_cookie(answer).split(";", 1)[0]
     status, _, page = get(port, "/archives/", {**FORWARDED, "Cookie": logged_in})
     assert status == 200 and "Dora" in page and "Log out" in page
 

@@ -255,6 +255,7 @@ class LoginThrottle:
 
     def _recent(self, failures, kind, who, now):
         """``[(time, account address)]`` of ``who``'s failures within the window, oldest first."""
+        who = who or ""
         entries = []
         for (_, _, when, address), count in failures.items((kind, who), (kind, who, math.inf)):
             if when > now - self.window:
@@ -292,8 +293,9 @@ class LoginThrottle:
         """Count a wrong password for ``address`` from ``client`` in ``failures``."""
         now = self.clock()
         second = int(now)
+        # Keys are compared with each other: no None (a client without an address) among strings.
         failures.add(("account", address, second, address), now, self.window)
-        failures.add(("client", client, second, address), now, self.window)
+        failures.add(("client", client or "", second, address), now, self.window)
 
     def succeeded(self, failures, address):
         """The right password for ``address``: its failures no longer count.

@@ -171,6 +171,19 @@ def test_failures_older_than_two_windows_are_forgotten():
     assert len(failures) == 4
 
 
+def test_a_client_without_an_address_is_counted_beside_the_others():
+    # A server that gives no REMOTE_ADDR: such clients count as one.
+    clock = Clock()
+    throttle, failures = LoginThrottle(clock=clock), AgeingCounts()
+    for address in SPRAYED[:10]:
+        for client in (None, OFFICE):
+            for _ in range(5):
+                throttle.failed(failures, address, client)
+    assert throttle.wait_seconds(failures, READER, None) > 0
+    assert throttle.wait_seconds(failures, READER, OFFICE) > 0
+    assert throttle.wait_seconds(failures, READER, ELSEWHERE) == 0
+
+
 def count_at_once_in_two_processes(first_db, second_db, catch_up=lambda db: None):
     """Wrong passwords for VICTIM counted at once through two databases; what a third reading sees."""
     clock = Clock()

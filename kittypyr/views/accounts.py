@@ -70,8 +70,8 @@ def login(context, request):
     try:
         address, display_name, user_id = check_login(request.registry, address, password)
     except LoginRefused:
-        # Committed with the 403 page: pyramid_tm aborts only when a view
-        # raises, and the page is returned.
+        # Committed with the 403 page: with no tm.commit_veto (kittypyr sets
+        # none) pyramid_tm aborts only when a view raises, and this one returns.
         login_throttle.failed(failures, address, client)
         return _login_form(request, came_from, address, status=403,
                            error="The address or the password is not right.")

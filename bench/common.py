@@ -15,7 +15,7 @@ from ZODB.FileStorage import FileStorage
 from kittypyr import PARTS
 from kittypyr.bootstrap import bootstrap_archive
 
-WEB_PARTS = ("kittypyr.security", "kittypyr.mailman", "kittypyr.views")
+WEB_PARTS = ("kittypyr.retries", "kittypyr.security", "kittypyr.mailman", "kittypyr.views")
 
 
 class FreshArchive:

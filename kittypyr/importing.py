@@ -32,7 +32,7 @@ from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.msgid import message_id_hash
 from kittypyr.pipermail.mapping import matchers_for
-from kittypyr.resources.message import compress_original
+from kittypyr.resources.message import compress_original, pack_text
 from kittypyr.zones import message_zones
 
 log = logging.getLogger(__name__)
@@ -136,9 +136,11 @@ def _prepare_for_storing(mail):
     The storing process is the import's bottleneck: it gets the original
     already compressed (and not the original itself, which it never needs
     then), the Message-ID hashes it looks messages up by, and the words of
-    the message's searchable text, ready for the full-text index.
+    the message's searchable text, ready for the full-text index, and
+    its body text packed.
     """
     mail.raw_gzip = compress_original(mail)
+    mail.body_packed = pack_text(mail.body_text)
     mail.raw_size = len(mail.raw)
     mail.raw = None
     # The parent is nearly always the first candidate looked up; the

@@ -6,6 +6,13 @@ server's local time), its page ``YYYY-Month/NNNNNN.html`` (Mailman 2.1's
 article template), its scrubbed attachments under ``attachments/`` and,
 when asked, the ``database/YYYY-Month-article`` records (a marshal of
 protocol-0 pickles, as Python 2 wrote them).
+
+A scrubbed attachment leaves a notice in the body where the part was, in
+the two forms Mailman 2.1's scrubber writes: an HTML part's ("An HTML
+attachment was scrubbed...", its URL only) and any other's (name, type,
+size, description and URL). ``rearchived=True`` writes each attachment a
+second time as ``<name>-0001.<ext>``, linked by nothing, as ``bin/arch``
+leaves a folder it rebuilt.
 """
 
 import html
@@ -36,7 +43,8 @@ class Post:
     in_reply_to: str = None
     body: str = "Hello there.\n"
     date_header: str = None  # the month file's Date: (default: ``date`` in RFC 5322 form)
-    attachments: tuple = ()  # (name, bytes): scrubbed into attachments/
+    # (name, bytes) or (name, bytes, content type): scrubbed into attachments/
+    attachments: tuple = ()
     page: bool = True
     in_month_file: bool = True
 
@@ -62,6 +70,23 @@ def attachment_path(post, index, name):
     return f"{_local(post.date):%Y%m%d}/{post.number:04x}{index:04x}/{name}"
 
 
+def _parts(post):
+    """``(index, name, data, content type)`` of each scrubbed attachment."""
+    for index, part in enumerate(post.attachments):
+        name, data, content_type = (*part, "application/octet-stream")[:3]
+        yield index, name, data, content_type
+
+
+def scrubbed_notice(name, data, content_type, url):
+    """The text the scrubber put where the part was."""
+    if content_type == "text/html":
+        return f"-------------- next part --------------\nAn HTML attachment was scrubbed...\nURL: {url}\n"
+    return ("-------------- next part --------------\n"
+            "A non-text attachment was scrubbed...\n"
+            f"Name: {name}\nType: {content_type}\nSize: {len(data)} bytes\n"
+            f"Desc: not available\nUrl : {url}\n")
+
+
 def _month_text(post, base_url):
     lines = [f"From {obscured(post.email)}  {ctime(_local(post.date))}",
              f"From: {obscured(post.email)} ({post.author})",
@@ -72,11 +97,9 @@ def _month_text(post, base_url):
     if post.message_id:
         lines.append(f"Message-ID: <{post.message_id}>")
     body = post.body
-    for index, (name, data) in enumerate(post.attachments):
-        body += ("-------------- next part --------------\n"
-                 "A non-text attachment was scrubbed...\n"
-                 f"Name: {name}\nType: application/octet-stream\nSize: {len(data)} bytes\n"
-                 f"Desc: not available\nUrl : {base_url}attachments/{attachment_path(post, index, name)}\n")
+    for index, name, data, content_type in _parts(post):
+        url = f"{base_url}attachments/{attachment_path(post, index, name)}"
+        body += scrubbed_notice(name, data, content_type, url)
     return "\n".join(lines) + "\n\n" + body + "\n"
 
 
@@ -91,10 +114,10 @@ def _page(post, style, base_url, list_address):
     shown_date = (f"{_DAYS[local.weekday()]} {_ABBR[local.month - 1]} {local.day:2d} {local:%H:%M:%S} "
                   f"{ZONE_NAME} {local.year}")
     body = html.escape(post.body)
-    for index, (name, data) in enumerate(post.attachments):
+    for index, name, data, content_type in _parts(post):
         url = f"{base_url}attachments/{attachment_path(post, index, name)}"
-        body += ("-------------- next part --------------\nA non-text attachment was scrubbed...\n"
-                 f"Name: {name}\nUrl : <A HREF=\"{url}\">{url}</A>\n")
+        notice = html.escape(scrubbed_notice(name, data, content_type, url))
+        body += notice.replace(url, f'<A HREF="{url}">{url}</A>')
     return f"""<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Transitional//EN">
 <HTML>
  <HEAD>
@@ -164,7 +187,7 @@ def _article(post):
 
 
 def write_folder(folder, posts, style="own", database=False, list_address="dev@lists.example.org",
-                 base_url="http://lists.example.org/pipermail/dev/"):
+                 base_url="http://lists.example.org/pipermail/dev/", rearchived=False):
     """Write the Pipermail folder of ``posts`` into ``folder``; return its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -180,10 +203,13 @@ def write_folder(folder, posts, style="own", database=False, list_address="dev@l
         if post.page:
             (folder / volume / f"{post.number:06d}.html").write_text(
                 _page(post, style, base_url, list_address), encoding="utf-8")
-        for index, (name, data) in enumerate(post.attachments):
+        for index, name, data, content_type in _parts(post):
             path = folder / "attachments" / attachment_path(post, index, name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+            if rearchived:
+                stem, dot, extension = name.rpartition(".")
+                path.with_name(f"{stem}-0001{dot}{extension}").write_bytes(data)
         articles.setdefault(volume, {})[(post.message_id or str(post.number)).encode()] = _article(post)
     for volume, texts in months.items():
         (folder / f"{volume}.txt").write_text("".join(texts), encoding="utf-8")

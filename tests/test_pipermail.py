@@ -176,15 +176,75 @@ def test_months_indexes_text_files_and_the_list(app, tmp_path):
     browser.get("/pipermail/dev/2007-March/nothing.html", status=404)
 
 
-def test_scrubbed_attachment_links_lead_to_their_message(app, tmp_path):
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+PAGE_HTML = b"<html><body><p>Hello <b>there</b></p></body></html>\n"
+
+
+def posts_with_attachments():
+    """A post with a scrubbed image and an HTML part, and a reply quoting its notices."""
     posts = thread_posts()
-    posts[2].attachments = (("data.bin", b"\x00\x01binary"),)
-    folder = write_folder(tmp_path / "dev", posts)
-    import_folder(app, folder)
+    posts[2].attachments = (("chart.png", PNG, "image/png"), ("attachment.html", PAGE_HTML, "text/html"))
+    url = f"http://lists.example.org/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}"
+    posts[3].body = f"> A non-text attachment was scrubbed...\n> Url : {url}\n\nNice chart.\n"
+    return posts
+
+
+def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp_path):
+    posts = posts_with_attachments()
+    folder = write_folder(tmp_path / "dev", posts, rearchived=True)
+    report = import_folder(app, folder)
+    summary = "\n".join(report.summary())
+    assert "4 files, 2 kept with the message that links them, 2 linked by no message" in summary
+    # bin/arch's second copies are named, not dropped silently.
+    assert attachment_path(posts[2], 0, "chart-0001.png") in summary
     browser = TestApp(app)
-    path = attachment_path(posts[2], 0, "data.bin")
-    assert moved(browser, f"/pipermail/dev/attachments/{path}") == message_url(posts[2].message_id)
+    message = message_url(posts[2].message_id)
+    for prefix in ("/pipermail/dev", "/mailman/private/dev", "/pipermail/private/dev"):
+        location = moved(browser, f"{prefix}/attachments/{attachment_path(posts[2], 0, 'chart.png')}")
+        assert location.startswith(message + "attachment/")
+        image = browser.get(location)
+        assert image.body == PNG
+        assert image.content_type == "image/png"
+        assert image.headers["X-Content-Type-Options"] == "nosniff"
+    page = browser.get(moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 1, 'attachment.html')}"))
+    assert page.body == PAGE_HTML
+    assert page.content_type == "text/html"
+    assert page.headers["Content-Disposition"].startswith("attachment;")
+    # The message is the one the month file brought: same hash, same thread,
+    # its original untouched; the page lists the files and says where they came from.
+    shown = browser.get(message)
+    listed = [li.get_text(" ", strip=True) for li in shown.html.select("ul.attachments li")]
+    assert len(listed) == 2 and all("Pipermail" in text for text in listed)
+    assert "chart.png" in listed[0] and "attachment.html" in listed[1]
+    raw = browser.get(message + "raw").body
+    assert b"Url : http://lists.example.org/pipermail/dev/attachments/" in raw and PNG not in raw
+    reply = browser.get(message_url(posts[3].message_id))
+    assert not reply.html.select("ul.attachments li")
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        assert mailing_list.messages[message_id_hash(posts[3].message_id)].thread == message_id_hash(
+            posts[0].message_id)
+        assert mailing_list.attachment_count() == 2
+    # Imported again, nothing is added twice.
+    import_folder(app, folder)
+    assert len(browser.get(message).html.select("ul.attachments li")) == 2
     browser.get("/pipermail/dev/attachments/20070101/abcdef01/other.bin", status=404)
+
+
+def test_scrubbed_attachments_of_deleted_messages_and_private_lists(app, tmp_path):
+    posts = posts_with_attachments()
+    import_folder(app, write_folder(tmp_path / "dev", posts), policy="private")
+    browser = TestApp(app)
+    path = f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}"
+    refused = browser.get(moved(browser, path), status=403)
+    assert PNG not in refused.body
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        mailing_list.archive_policy = "public"
+        delete_messages(mailing_list, [message_id_hash(posts[2].message_id)], User("admin@example.org"))
+        transaction.commit()
+    gone = browser.get(moved(browser, path), status=410)
+    assert PNG not in gone.body
 
 
 def test_a_name_in_several_domains(tmp_path):

@@ -24,7 +24,7 @@ from urllib.parse import unquote_to_bytes
 
 from kittypyr.mail import message_id_of_header
 
-__all__ = ["Page", "read_folder", "volume_month"]
+__all__ = ["Page", "read_folder", "scrubbed_links", "volume_month"]
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")
@@ -44,6 +44,11 @@ _REPLY_ID = re.compile(r"[?&]In-Reply-To=([^&\"]*)", re.IGNORECASE)
 _BODY = re.compile(r"<!--beginarticle-->(.*?)<!--endarticle-->", re.DOTALL)
 # Scrubbed parts are linked from the body as .../<list>/attachments/<day>/<id>/<name>.
 _ATTACHMENT_LINK = re.compile(r"/attachments/(\d{8}/[0-9a-f]+/[^\s\"<>&]+)", re.IGNORECASE)
+# The scrubber's notice: its URL line, and the type line of a non-text part.
+_NOTICE_URL = re.compile(r"^\s*ur[li]\s*:", re.IGNORECASE)
+_NOTICE_TYPE = re.compile(r"^\s*Type:\s*([\w.+-]+/[\w.+-]+)", re.IGNORECASE)
+_NOTICE_START = "-------------- next part --------------"
+_HTML_NOTICE = "An HTML attachment was scrubbed"
 _TAG = re.compile(r"<[^>]*>")
 _SPACE = re.compile(r"\s+")
 # Zones whose offset a date's abbreviation says for sure; any other word
@@ -88,6 +93,29 @@ def volume_month(volume):
     if match is None:
         return None
     return int(match.group(1)), _MONTH_NUMBERS[match.group(2)]
+
+
+def scrubbed_links(text):
+    """``{path below attachments/: content type or None}`` of the scrubber's notices in ``text``.
+
+    Only a notice's own URL line counts: a reply that quotes the notice
+    (``> URL: ...``) or mentions the link in a sentence does not hold the
+    file. The type is the notice's ``Type:`` line, ``text/html`` for an
+    HTML part's notice (which has none), else None.
+    """
+    links = {}
+    content_type = None
+    for line in (text or "").splitlines():
+        if line.startswith(_NOTICE_START):
+            content_type = None
+        elif line.startswith(_HTML_NOTICE):
+            content_type = "text/html"
+        elif (typed := _NOTICE_TYPE.match(line)) is not None:
+            content_type = typed.group(1).lower()
+        elif _NOTICE_URL.match(line):
+            for link in _ATTACHMENT_LINK.findall(line):
+                links.setdefault(unquote_to_bytes(link).decode("utf-8", "replace"), content_type)
+    return links
 
 
 def _text(fragment):
@@ -173,9 +201,7 @@ def read_page(data, number, volume):
         page.problems.append("no date")
     body = _BODY.search(text, start)
     if body is not None:
-        seen = dict.fromkeys(unquote_to_bytes(link).decode("utf-8", "replace")
-                             for link in _ATTACHMENT_LINK.findall(html.unescape(body.group(1))))
-        page.attachments = tuple(seen)
+        page.attachments = tuple(scrubbed_links(html.unescape(_TAG.sub("", body.group(1)))))
     return page
 
 

@@ -25,6 +25,7 @@ from kittypyr.pipermail.mapping import pipermail_archive, subject_key
 from kittypyr.pipermail.pages import volume_month
 from kittypyr.resources import Archive, MailingList
 from kittypyr.resources.browsing import Month, Year
+from kittypyr.views.presentation import file_label
 from kittypyr.views.threads import attachment_url
 
 _MESSAGE_PAGE = re.compile(r"^(\d{6,})\.html$")
@@ -147,7 +148,17 @@ def archive_redirect(request, mailing_list, rest):
 
 
 def _attachment(request, mailing_list, record, path):
-    """A scrubbed attachment's link: the attachment where the archive holds it, else its message."""
+    """A scrubbed attachment's link: the attachment where the archive holds it, else its message.
+
+    A file the import kept (``PipermailArchive.files``) is named by its
+    message's hash and its index alone, so a deleted message's answers 410
+    and a private list's 403 at the target, as any attachment's would.
+    """
+    place = record.files.get(path) if record is not None and record.files is not None else None
+    if place is not None:
+        message_hash, index = place
+        name = file_label(path.rsplit("/", 1)[-1])
+        return _moved(request.resource_url(mailing_list.messages[message_hash], "attachment", str(index), name))
     number = record.attachments.get(path) if record is not None else None
     message_hash = record.numbers.get(number) if number is not None else None
     if message_hash is None:

@@ -18,7 +18,10 @@ page's subject and author and a date within a day of the page's.
 imports a copy without it (links to everything else), so that only what
 the pages show is used to match, while the records still judge the result.
 Prints, per variant: the import's time and summary, the share of pages
-right, and how each of the others fails, with examples.
+right, and how each of the others fails, with examples; then how many of
+the scrubbed-attachment links the pages hold
+(``/pipermail/<name>/attachments/<day>/<id>/<file>``) lead, through their
+301, to the attachment itself with the folder's file's very bytes.
 """
 
 import argparse
@@ -138,6 +141,36 @@ def judge(storage, address, truth, name):
     return outcomes, examples
 
 
+def judge_attachments(storage, folder, truth, name):
+    """Counter of what each attachment link of the pages leads to, and examples of the failures."""
+    app = main({}, **{"zodbconn.uri": f"file://{storage}/var/Data.fs?blobstorage_dir={storage}/var/blobs",
+                      "kittypyr.base_url": "http://localhost/"})
+    browser = TestApp(app)
+    outcomes = Counter()
+    examples = {}
+    links = sorted({path for page in truth.values() for path in page.attachments})
+    try:
+        for path in links:
+            response = browser.get(f"/pipermail/{name}/attachments/{path}", expect_errors=True)
+            if response.status_int != 301:
+                outcome = f"answers {response.status_int}"
+            else:
+                location = response.headers["Location"]
+                if "/attachment/" not in location:
+                    outcome = "leads to the message only"
+                else:
+                    target = browser.get(location, expect_errors=True)
+                    file = folder / "attachments" / path
+                    same = file.is_file() and target.status_int == 200 and target.body == file.read_bytes()
+                    outcome = "right" if same else f"attachment answers {target.status_int}, other bytes"
+            outcomes[outcome] += 1
+            if outcome != "right":
+                examples.setdefault(outcome, []).append(path)
+    finally:
+        app.registry._zodb_databases[""].close()
+    return len(links), outcomes, examples
+
+
 def main_():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source")
@@ -160,7 +193,7 @@ def main_():
         storage, elapsed, summary = import_folder(source, address, work, label)
         print(f"\n== {label}: imported in {elapsed:.1f} s")
         for line in summary:
-            if line.startswith(("read ", "pipermail ", "unmapped ")):
+            if line.startswith(("read ", "pipermail ", "unmapped ", "attachments ")):
                 print(f"   {line}")
         outcomes, examples = judge(storage, address, truth, name)
         right = outcomes["right"]
@@ -171,6 +204,15 @@ def main_():
             print(f"   {outcome}: {count}")
             for example in examples[outcome][:8]:
                 print(f"      {example}")
+        links, outcomes, examples = judge_attachments(storage, source, truth, name)
+        right = outcomes["right"]
+        print(f"   attachment links of the pages: {links}, leading to the attachment with the file's bytes: "
+              f"{right}" + (f" = {100 * right / links:.2f}%" if links else ""))
+        for outcome, count in outcomes.most_common():
+            if outcome != "right":
+                print(f"   {outcome}: {count}")
+                for example in examples[outcome][:8]:
+                    print(f"      {example}")
     print(f"\n(work folder: {work})")
 
 

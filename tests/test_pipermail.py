@@ -192,13 +192,26 @@ def posts_with_attachments():
 def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp_path):
     posts = posts_with_attachments()
     folder = write_folder(tmp_path / "dev", posts, rearchived=True)
+    # A part the scrubber saved without a notice, in the message's folder,
+    # and a file of a folder no message links.
+    beside = attachment_path(posts[2], 0, "notes.txt")
+    (folder / "attachments" / beside).write_bytes(b"some notes\n")
+    (folder / "attachments" / "20070101" / "deadbeef").mkdir(parents=True)
+    (folder / "attachments" / "20070101" / "deadbeef" / "orphan.bin").write_bytes(b"whose?")
     report = import_folder(app, folder)
     summary = "\n".join(report.summary())
-    assert "4 files, 2 kept with the message that links them, 2 linked by no message" in summary
-    # bin/arch's second copies are named, not dropped silently.
-    assert attachment_path(posts[2], 0, "chart-0001.png") in summary
+    assert ("6 files, 2 kept with the message that links them, 1 with the message of their folder, "
+            "2 second copies of a kept file, 1 linked by no message") in summary
+    assert "attachment linked by no message: 20070101/deadbeef/orphan.bin" in summary
     browser = TestApp(app)
     message = message_url(posts[2].message_id)
+    # bin/arch's second copy leads to the same attachment (the last segment only names the file).
+    copy = moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart-0001.png')}")
+    first = moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}")
+    assert copy.rsplit("/", 1)[0] == first.rsplit("/", 1)[0] and browser.get(copy).body == PNG
+    notes = browser.get(moved(browser, f"/pipermail/dev/attachments/{beside}"))
+    assert notes.body == b"some notes\n" and notes.content_type == "text/plain"
+    browser.get("/pipermail/dev/attachments/20070101/deadbeef/orphan.bin", status=404)
     for prefix in ("/pipermail/dev", "/mailman/private/dev", "/pipermail/private/dev"):
         location = moved(browser, f"{prefix}/attachments/{attachment_path(posts[2], 0, 'chart.png')}")
         assert location.startswith(message + "attachment/")
@@ -214,8 +227,8 @@ def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp
     # its original untouched; the page lists the files and says where they came from.
     shown = browser.get(message)
     listed = [li.get_text(" ", strip=True) for li in shown.html.select("ul.attachments li")]
-    assert len(listed) == 2 and all("Pipermail" in text for text in listed)
-    assert "chart.png" in listed[0] and "attachment.html" in listed[1]
+    assert len(listed) == 3 and all("Pipermail" in text for text in listed)
+    assert "chart.png" in listed[0] and "attachment.html" in listed[1] and "notes.txt" in listed[2]
     raw = browser.get(message + "raw").body
     assert b"Url : http://lists.example.org/pipermail/dev/attachments/" in raw and PNG not in raw
     reply = browser.get(message_url(posts[3].message_id))
@@ -224,10 +237,14 @@ def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp
         mailing_list = env["root"].lists[LIST]
         assert mailing_list.messages[message_id_hash(posts[3].message_id)].thread == message_id_hash(
             posts[0].message_id)
-        assert mailing_list.attachment_count() == 2
-    # Imported again, nothing is added twice.
-    import_folder(app, folder)
-    assert len(browser.get(message).html.select("ul.attachments li")) == 2
+        assert mailing_list.attachment_count() == 3
+    # Imported again, nothing is added twice, and the summary says the same.
+    again = import_folder(app, folder)
+    assert "\n".join(again.summary()).count("6 files, 2 kept with the message that links them, 1 with") == 1
+    assert len(browser.get(message).html.select("ul.attachments li")) == 3
+    # Its text attachment is searched.
+    found = browser.get("/search", params={"q": "notes", "mlist": LIST})
+    assert message in found.text
     browser.get("/pipermail/dev/attachments/20070101/abcdef01/other.bin", status=404)
 
 

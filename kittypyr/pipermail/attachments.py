@@ -11,11 +11,17 @@ hash, its original bytes and its thread. Such an attachment is marked by
 ``FIRST_INDEX`` on, after any part of the mail itself; the list's
 ``PipermailArchive.files`` maps the old path to it, for the redirect.
 
-A file no message links is named in the import's summary.
+The scrubber made one folder per message, so a file no notice links
+(a text part whose text the body shows, say) is kept with the message of
+the other files of its folder; a second copy ``<name>-0001.<ext>`` of a
+kept file's very bytes (``bin/arch`` run again leaves those) leads to the
+kept one. A file of a folder no message links is named in the import's
+summary.
 """
 
 import mimetypes
 import os
+import re
 from collections import Counter
 
 from kittypyr.events import ObjectModified, notify
@@ -31,7 +37,9 @@ FIRST_INDEX = 1000
 # The summary names this many of the files no message links, then counts the rest.
 NAMED_UNLINKED = 20
 
-KEPT, ALREADY_KEPT = "kept", "already kept"
+KEPT, ALREADY_KEPT, BESIDE, COPY = "kept", "already kept", "beside", "copy"
+# bin/arch names a file it scrubs again ``<stem>-0001<.ext>`` beside the first.
+_SECOND_COPY = re.compile(r"^(?P<stem>.+)-\d{4}(?P<extension>\.[^./]*)?$")
 MISSING, NOT_ARCHIVED = "linked, not in the folder", "linked by a page of no archived message"
 
 
@@ -72,6 +80,16 @@ def attach_file(mailing_list, message, path, data, content_type):
     return index
 
 
+def _same_bytes(one, other):
+    try:
+        if os.path.getsize(one) != os.path.getsize(other):
+            return False
+        with open(one, "rb") as a, open(other, "rb") as b:
+            return a.read() == b.read()
+    except OSError:
+        return False
+
+
 class ScrubbedFiles:
     """An import observer (see ``kittypyr.importing.Importer``) for one folder's ``attachments/``.
 
@@ -104,40 +122,69 @@ class ScrubbedFiles:
         linked = dict(self.noticed)
         for path, number in record.attachments.items():
             if path not in linked:
-                message_hash = record.numbers.get(number)
-                linked[path] = (message_hash, None)
+                linked[path] = (record.numbers.get(number), None)
         on_disk = _files_below(self.root) if os.path.isdir(self.root) else []
         self.files = len(on_disk)
-        self.unlinked = [path for path in on_disk if path not in linked]
         modified = {}
         for path, (message_hash, content_type) in sorted(linked.items()):
-            full = os.path.join(self.root, *path.split("/"))
-            if not os.path.isfile(full):
+            if not os.path.isfile(self._full(path)):
                 self.outcomes[MISSING] += 1
                 continue
-            message = mailing_list.messages.data.get(message_hash) if message_hash else None
-            if message is None:
-                self.outcomes[ALREADY_KEPT if path in record.files else NOT_ARCHIVED] += 1
-                continue
-            if path in record.files:
-                self.outcomes[ALREADY_KEPT] += 1
-                continue
-            with open(full, "rb") as f:
-                data = f.read()
-            before = len(message.attachments)
-            index = attach_file(mailing_list, message, path, data, _content_type(path, content_type))
-            record.files[path] = (message_hash, index)
-            if len(message.attachments) != before:
-                modified[message_hash] = message
-            self.outcomes[KEPT] += 1
+            outcome = self._keep(mailing_list, record, path, message_hash, content_type, modified)
+            self.outcomes[outcome] += 1
+        self.unlinked = self._keep_the_rest(mailing_list, record,
+                                            [path for path in on_disk if path not in linked], modified)
         for message in modified.values():
-            # Its attachment mark and text attachments are searched.
+            # Its attachment mark and text attachments are searched: the
+            # words made when it arrived, still cached with it, lack them.
+            message._v_prepared_text = message._v_searchable_text = None
             notify(ObjectModified(message))
+
+    def _full(self, path):
+        return os.path.join(self.root, *path.split("/"))
+
+    def _keep(self, mailing_list, record, path, message_hash, content_type, modified, outcome=KEPT):
+        """Keep the file at ``path`` with the message ``message_hash``; return the outcome."""
+        if path in record.files:
+            return ALREADY_KEPT
+        message = mailing_list.messages.data.get(message_hash) if message_hash else None
+        if message is None:
+            return NOT_ARCHIVED
+        with open(self._full(path), "rb") as f:
+            data = f.read()
+        before = len(message.attachments)
+        index = attach_file(mailing_list, message, path, data, _content_type(path, content_type))
+        record.files[path] = (message_hash, index)
+        if len(message.attachments) != before:
+            modified[message_hash] = message
+        return outcome
+
+    def _keep_the_rest(self, mailing_list, record, paths, modified):
+        """Keep the unlinked files that are second copies or share a kept file's folder; return the others."""
+        owners = {}
+        for path, (message_hash, _) in record.files.items():
+            owners.setdefault(path.rsplit("/", 1)[0], message_hash)
+        left = []
+        for path in paths:
+            folder, name = path.rsplit("/", 1)
+            copy = _SECOND_COPY.match(name)
+            first = f"{folder}/{copy['stem']}{copy['extension'] or ''}" if copy else None
+            if path in record.files:  # by an earlier import
+                self.outcomes[COPY if first and record.files.get(first) == record.files[path] else BESIDE] += 1
+            elif first in record.files and _same_bytes(self._full(first), self._full(path)):
+                record.files[path] = record.files[first]
+                self.outcomes[COPY] += 1
+            elif folder in owners:
+                self.outcomes[self._keep(mailing_list, record, path, owners[folder], None, modified, BESIDE)] += 1
+            else:
+                left.append(path)
+        return left
 
     def summary(self):
         kept = self.outcomes[KEPT] + self.outcomes[ALREADY_KEPT]
         lines = [f"pipermail attachments {self.root}: {self.files} files, {kept} kept with the message "
-                 f"that links them, {len(self.unlinked)} linked by no message"]
+                 f"that links them, {self.outcomes[BESIDE]} with the message of their folder, "
+                 f"{self.outcomes[COPY]} second copies of a kept file, {len(self.unlinked)} linked by no message"]
         for why in (MISSING, NOT_ARCHIVED):
             if self.outcomes[why]:
                 lines.append(f"attachments {why}: {self.outcomes[why]}")

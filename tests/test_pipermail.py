@@ -14,6 +14,7 @@ from kittypyr.msgid import message_id_hash
 from kittypyr.security import User
 from tests.functional import kittypyr, write_config
 from tests.mailbuilder import attachment, make_message, multipart
+from kittypyr.pipermail.attachments import folder_name_of
 from tests.pipermail_folder import Post, attachment_path, write_folder
 from tests.test_app import make_app
 
@@ -198,10 +199,16 @@ def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp
     (folder / "attachments" / beside).write_bytes(b"some notes\n")
     (folder / "attachments" / "20070101" / "deadbeef").mkdir(parents=True)
     (folder / "attachments" / "20070101" / "deadbeef" / "orphan.bin").write_bytes(b"whose?")
+    # A folder from an earlier scrubbing of the last post, which its body no
+    # longer links: named by its Message-ID, with a second copy.
+    earlier = folder / "attachments" / "20070301" / folder_name_of(posts[4].message_id)
+    earlier.mkdir(parents=True)
+    (earlier / "old.bin").write_bytes(b"old")
+    (earlier / "old-0001.bin").write_bytes(b"old")
     report = import_folder(app, folder)
     summary = "\n".join(report.summary())
-    assert ("6 files, 2 kept with the message that links them, 1 with the message of their folder, "
-            "2 second copies of a kept file, 1 linked by no message") in summary
+    assert ("8 files, 2 kept with the message that links them, 2 with the message of their folder, "
+            "3 second copies of a kept file, 1 linked by no message") in summary
     assert "attachment linked by no message: 20070101/deadbeef/orphan.bin" in summary
     browser = TestApp(app)
     message = message_url(posts[2].message_id)
@@ -237,10 +244,12 @@ def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp
         mailing_list = env["root"].lists[LIST]
         assert mailing_list.messages[message_id_hash(posts[3].message_id)].thread == message_id_hash(
             posts[0].message_id)
-        assert mailing_list.attachment_count() == 3
+        assert mailing_list.attachment_count() == 4
     # Imported again, nothing is added twice, and the summary says the same.
     again = import_folder(app, folder)
-    assert "\n".join(again.summary()).count("6 files, 2 kept with the message that links them, 1 with") == 1
+    assert "\n".join(again.summary()).count("8 files, 2 kept with the message that links them, 2 with") == 1
+    last = browser.get(message_url(posts[4].message_id)).html.select("ul.attachments li")
+    assert [li.a.text for li in last] == ["old.bin"]
     assert len(browser.get(message).html.select("ul.attachments li")) == 3
     # Its text attachment is searched.
     found = browser.get("/search", params={"q": "notes", "mlist": LIST})

@@ -11,14 +11,17 @@ hash, its original bytes and its thread. Such an attachment is marked by
 ``FIRST_INDEX`` on, after any part of the mail itself; the list's
 ``PipermailArchive.files`` maps the old path to it, for the redirect.
 
-The scrubber made one folder per message, so a file no notice links
-(a text part whose text the body shows, say) is kept with the message of
-the other files of its folder; a second copy ``<name>-0001.<ext>`` of a
+The scrubber made one folder per message, named by the day and by the
+first and last four hex digits of the SHA-1 of its Message-ID header, so
+a file no notice links is kept with the message of the other files of its
+folder, or else with the one message whose Message-ID gives its folder's
+name; a second copy ``<name>-0001.<ext>`` of a
 kept file's very bytes (``bin/arch`` run again leaves those) leads to the
 kept one. A file of a folder no message links is named in the import's
 summary.
 """
 
+import hashlib
 import mimetypes
 import os
 import re
@@ -80,6 +83,12 @@ def attach_file(mailing_list, message, path, data, content_type):
     return index
 
 
+def folder_name_of(message_id):
+    """The name Mailman 2's scrubber gave the attachments folder of a message with this Message-ID."""
+    digest = hashlib.sha1(f"<{message_id}>".encode("utf-8", "surrogateescape")).hexdigest()
+    return digest[:4] + digest[-4:]
+
+
 def _same_bytes(one, other):
     try:
         if os.path.getsize(one) != os.path.getsize(other):
@@ -102,6 +111,8 @@ class ScrubbedFiles:
         self.root = os.path.join(folder, "attachments")
         # path -> (message hash, the type its notice says)
         self.noticed = {}
+        # folder name (without its day) -> the hashes of the messages whose Message-ID gives it
+        self.by_folder_name = {}
         self.outcomes = Counter()
         self.unlinked = []
         self.files = 0
@@ -110,6 +121,8 @@ class ScrubbedFiles:
         message = result.message
         if message is None:
             return
+        if not parsed.mail.message_id_derived:
+            self.by_folder_name.setdefault(folder_name_of(parsed.mail.message_id), set()).add(message.__name__)
         for path, content_type in scrubbed_links(parsed.mail.body_text).items():
             # A later message with the same notice is a resend; the first holds the file.
             self.noticed.setdefault(path, (message.__name__, content_type))
@@ -165,7 +178,8 @@ class ScrubbedFiles:
         for path, (message_hash, _) in record.files.items():
             owners.setdefault(path.rsplit("/", 1)[0], message_hash)
         left = []
-        for path in paths:
+        # First files before their second copies ("x-0001.bin" sorts before "x.bin").
+        for path in sorted(paths, key=lambda path: (_SECOND_COPY.match(path.rsplit("/", 1)[1]) is not None, path)):
             folder, name = path.rsplit("/", 1)
             copy = _SECOND_COPY.match(name)
             first = f"{folder}/{copy['stem']}{copy['extension'] or ''}" if copy else None
@@ -176,6 +190,9 @@ class ScrubbedFiles:
                 self.outcomes[COPY] += 1
             elif folder in owners:
                 self.outcomes[self._keep(mailing_list, record, path, owners[folder], None, modified, BESIDE)] += 1
+            elif len(named := self.by_folder_name.get(folder.rsplit("/", 1)[-1], ())) == 1:
+                self.outcomes[self._keep(mailing_list, record, path, next(iter(named)), None, modified,
+                                         BESIDE)] += 1
             else:
                 left.append(path)
         return left

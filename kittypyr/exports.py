@@ -377,7 +377,8 @@ def _docid_of(archive, resource):
     return [] if docid is None else [docid]
 
 
-def _list_query(mailing_list):
+def whole_list_query(mailing_list):
+    """The catalog query of every message of ``mailing_list``."""
     return Eq("kind", "message") & Eq("list", mailing_list.address)
 
 
@@ -408,7 +409,7 @@ def export_list(context, request):
             # A deleted message's export is gone, as its page is.
             raise HTTPGone() if message_hash in context.messages.tombstones else HTTPNotFound()
         return mbox_response(request, filename, _docid_of(archive, message))
-    query = _list_query(context)
+    query = whole_list_query(context)
     thread_key = request.params.get("thread", "").strip()
     if thread_key:
         query &= Eq("thread", _thread_named(context, thread_key).__name__)
@@ -425,7 +426,7 @@ def export_list(context, request):
 def export_thread(context, request):
     """``/list/<address>/thread/<key>/t.mbox.gz``: the thread's messages, oldest first."""
     mailing_list = context.mailing_list
-    query = _list_query(mailing_list) & Eq("thread", context.__name__)
+    query = whole_list_query(mailing_list) & Eq("thread", context.__name__)
     filename = f"{mailing_list.address.split('@')[0]}-{context.__name__}{SUFFIX}"
     if not _SAFE_FILENAME.fullmatch(filename):
         filename = f"{context.__name__}{SUFFIX}"
@@ -465,6 +466,13 @@ def month_export_url(request, month):
     name = f"{mailing_list.address.split('@')[0]}-{month.key}{SUFFIX}"
     return request.resource_url(mailing_list, "export", name, query=(
         ("start", f"{month.key}-01"), ("end", f"{following[0]:04d}-{following[1]:02d}-01")))
+
+
+def range_export_url(request, mailing_list, label, first, after):
+    """The export of the messages of the days from ``first`` to before ``after`` (dates), named ``<list>-<label>``."""
+    name = f"{mailing_list.address.split('@')[0]}-{label}{SUFFIX}"
+    return request.resource_url(mailing_list, "export", name, query=(
+        ("start", first.isoformat()), ("end", after.isoformat())))
 
 
 def mbox_links(request):

@@ -15,6 +15,7 @@ second time as ``<name>-0001.<ext>``, linked by nothing, as ``bin/arch``
 leaves a folder it rebuilt.
 """
 
+import gzip
 import html
 import marshal
 from dataclasses import dataclass
@@ -57,8 +58,17 @@ def ctime(local):
     return f"{_DAYS[local.weekday()]} {_ABBR[local.month - 1]} {local.day:2d} {local:%H:%M:%S} {local.year}"
 
 
-def volume_of(post):
+def volume_of(post, period="month"):
+    """The volume Pipermail files the post in, for each archive period (by the server's local date)."""
     local = _local(post.date)
+    if period == "year":
+        return f"{local.year}"
+    if period == "quarter":
+        return f"{local.year}q{(local.month - 1) // 3 + 1}"
+    if period == "week":
+        return f"Week-of-Mon-{local - timedelta(days=local.weekday()):%Y%m%d}"
+    if period == "day":
+        return f"{local:%Y%m%d}"
     return f"{local.year}-{MONTHS[local.month - 1]}"
 
 
@@ -187,14 +197,20 @@ def _article(post):
 
 
 def write_folder(folder, posts, style="own", database=False, list_address="dev@lists.example.org",
-                 base_url="http://lists.example.org/pipermail/dev/", rearchived=False):
-    """Write the Pipermail folder of ``posts`` into ``folder``; return its path."""
+                 base_url="http://lists.example.org/pipermail/dev/", rearchived=False, period="month",
+                 compressed_only=False):
+    """Write the Pipermail folder of ``posts`` into ``folder``; return its path.
+
+    ``period``: the archive's volumes (``year``, ``quarter``, ``month``,
+    ``week``, ``day``); ``compressed_only``: each volume file as
+    ``<volume>.txt.gz`` alone.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     months = {}
     articles = {}
     for post in sorted(posts, key=lambda p: p.number):
-        volume = volume_of(post)
+        volume = volume_of(post, period)
         if post.in_month_file:
             months.setdefault(volume, []).append(_month_text(post, base_url))
         (folder / volume).mkdir(exist_ok=True)
@@ -212,7 +228,11 @@ def write_folder(folder, posts, style="own", database=False, list_address="dev@l
                 path.with_name(f"{stem}-0001{dot}{extension}").write_bytes(data)
         articles.setdefault(volume, {})[(post.message_id or str(post.number)).encode()] = _article(post)
     for volume, texts in months.items():
-        (folder / f"{volume}.txt").write_text("".join(texts), encoding="utf-8")
+        text = "".join(texts).encode("utf-8")
+        if compressed_only:
+            (folder / f"{volume}.txt.gz").write_bytes(gzip.compress(text))
+        else:
+            (folder / f"{volume}.txt").write_bytes(text)
     if database:
         (folder / "database").mkdir(exist_ok=True)
         for volume, table in articles.items():

@@ -1,5 +1,6 @@
 """Moving in from Mailman 2: a Pipermail folder imported, and every old URL still leading somewhere."""
 
+import gzip
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,7 +16,7 @@ from kittypyr.security import User
 from tests.functional import kittypyr, write_config
 from tests.mailbuilder import attachment, make_message, multipart
 from kittypyr.pipermail.attachments import folder_name_of
-from tests.pipermail_folder import Post, attachment_path, write_folder
+from tests.pipermail_folder import Post, attachment_path, volume_of, write_folder
 from tests.test_app import make_app
 
 LIST = "dev@lists.example.org"
@@ -368,3 +369,46 @@ def test_a_deleted_message_stays_gone_under_its_old_url(app, tmp_path):
     # Imported again, the deleted message is skipped and its page still leads to where it was.
     import_folder(app, write_folder(tmp_path / "again", posts))
     assert moved(browser, "/pipermail/dev/2007-March/000001.html") == location
+
+
+@pytest.mark.parametrize("period", ["year", "quarter", "week", "day"])
+def test_archives_of_every_period(app, tmp_path, period):
+    # Mailman 2 could archive by year (2007), quarter (2007q1), week
+    # (Week-of-Mon-20070305) or day (20070305) instead of month.
+    posts = thread_posts()
+    folder = write_folder(tmp_path / "dev", posts, period=period, database=period == "week")
+    report = import_folder(app, folder)
+    assert report.total("archived") == 5
+    assert any("5 pages, 5 mapped by Message-ID" in line for line in report.summary())
+    browser = TestApp(app)
+    the_list = "http://localhost/list/dev@lists.example.org/"
+    for post in posts:
+        volume = volume_of(post, period)
+        assert moved(browser, f"/pipermail/dev/{volume}/{post.number:06d}.html") == message_url(post.message_id)
+        local = post.date - timedelta(hours=7)  # the fixture's server zone
+        page = moved(browser, f"/pipermail/dev/{volume}/thread.html")
+        if period in ("year", "quarter"):
+            assert page == f"{the_list}{local.year}/"
+        else:
+            assert page == f"{the_list}{local.year}/{local.month}/"
+        export = moved(browser, f"/pipermail/dev/{volume}.txt.gz")
+        assert export.startswith(f"{the_list}export/dev-{volume}.mbox.gz?start=")
+        exported = gzip.decompress(browser.get(export).body)
+        assert f"Message-ID: <{post.message_id}>".encode() in exported
+    week = moved(browser, "/pipermail/dev/Week-of-Mon-20070305.txt")
+    assert week.endswith("?start=2007-03-05&end=2007-03-12")
+    quarter = moved(browser, "/pipermail/dev/2007q1.txt")
+    assert quarter.endswith("?start=2007-01-01&end=2007-04-01")
+    browser.get("/pipermail/dev/2007q5/", status=404)
+    browser.get("/pipermail/dev/20071345.txt", status=404)
+
+
+def test_volumes_kept_compressed_only(app, tmp_path):
+    posts = thread_posts()
+    folder = write_folder(tmp_path / "dev", posts, compressed_only=True)
+    assert not list(folder.glob("*.txt"))
+    report = import_folder(app, folder)
+    assert report.total("archived") == 5
+    browser = TestApp(app)
+    for post in posts:
+        assert moved(browser, f"/pipermail/dev/x/{post.number:06d}.html") == message_url(post.message_id)

@@ -23,15 +23,12 @@ from email.utils import parsedate_tz
 from urllib.parse import unquote_to_bytes
 
 from kittypyr.mail import message_id_of_header
+from kittypyr.mailboxes import pipermail_volume
 
-__all__ = ["Page", "read_folder", "scrubbed_links", "volume_month"]
+__all__ = ["Page", "read_folder", "scrubbed_links"]
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
-_MONTH_NUMBERS = {name: number for number, name in enumerate(MONTHS, 1)}
 
 _PAGE_NAME = re.compile(r"^(\d{6,})\.html$")
-_VOLUME_MONTH = re.compile(r"^(\d{4})-(" + "|".join(MONTHS) + r")$")
 _CHARSET = re.compile(rb"<META[^>]*charset=(?:3D)?[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
 _H1 = re.compile(r"<H1>(.*?)</H1>", re.IGNORECASE | re.DOTALL)
 _TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.IGNORECASE | re.DOTALL)
@@ -85,14 +82,6 @@ class Page:
     local_time: datetime = None
     attachments: tuple = ()
     problems: list = field(default_factory=list)
-
-
-def volume_month(volume):
-    """``(year, month)`` for a monthly volume name such as ``2007-March``, else None."""
-    match = _VOLUME_MONTH.match(volume)
-    if match is None:
-        return None
-    return int(match.group(1)), _MONTH_NUMBERS[match.group(2)]
 
 
 def scrubbed_links(text):
@@ -157,15 +146,16 @@ def _read_date(text, volume, page):
         year, month, day, hour, minute, second = fields[:6]
     else:
         # Day and month names in the list's language: the numbers are
-        # still there, and the month is the volume's (Pipermail files a
-        # message under its own date).
+        # still there, and the month is the volume's where it has one
+        # (Pipermail files a message under its own date).
         match = _CLOCK.search(text)
-        known = volume_month(volume)
-        if match is None or known is None:
+        span = pipermail_volume(volume)
+        last = span[1] - timedelta(days=1) if span is not None else None
+        if match is None or span is None or span[0].month != last.month:
             page.problems.append(f"date not understood: {text!r}")
             return
         day, hour, minute, second, year = (int(g) for g in match.groups())
-        month = known[1]
+        month = span[0].month
     try:
         local = datetime(year, month, day, hour, minute, min(second, 59))
     except ValueError:

@@ -44,6 +44,7 @@ class Post:
     in_reply_to: str = None
     body: str = "Hello there.\n"
     date_header: str = None  # the month file's Date: (default: ``date`` in RFC 5322 form)
+    subject_header: str = None  # the month file's Subject: as written (default: ``subject``)
     # (name, bytes) or (name, bytes, content type): scrubbed into attachments/
     attachments: tuple = ()
     page: bool = True
@@ -101,7 +102,7 @@ def _month_text(post, base_url):
     lines = [f"From {obscured(post.email)}  {ctime(_local(post.date))}",
              f"From: {obscured(post.email)} ({post.author})",
              f"Date: {post.date_header or format_datetime(post.date)}",
-             f"Subject: {post.subject}"]
+             f"Subject: {post.subject_header or post.subject}"]
     if post.in_reply_to:
         lines.append(f"In-Reply-To: <{post.in_reply_to}>")
     if post.message_id:

@@ -412,3 +412,27 @@ def test_volumes_kept_compressed_only(app, tmp_path):
     browser = TestApp(app)
     for post in posts:
         assert moved(browser, f"/pipermail/dev/x/{post.number:06d}.html") == message_url(post.message_id)
+
+
+def test_messages_without_message_id_and_encoded_or_escaped_subjects(app, tmp_path):
+    posts = thread_posts()
+    # No Message-ID at all: Pipermail's article record names it by its number.
+    posts[1].message_id = None
+    posts[2].in_reply_to = None
+    # A subject encoded in the month file, shown decoded (and HTML-escaped) on the page.
+    posts[3].subject = "[Dev] Café <déjà> & co"
+    posts[3].subject_header = "=?utf-8?q?=5BDev=5D_Caf=C3=A9_=3Cd=C3=A9j=C3=A0=3E_=26_co?="
+    for database in (False, True):
+        folder = write_folder(tmp_path / f"dev{database}", posts, database=database)
+        assert "&lt;d" in (folder / f"{volume_of(posts[3])}" / "000004.html").read_text()
+        report = import_folder(app, folder)
+        assert any("5 pages, 4 mapped by Message-ID, 1 by date, author and subject, 0 unmapped" in line
+                   for line in report.summary()), report.summary()
+        browser = TestApp(app)
+        with prepare(registry=app.registry) as env:
+            messages = env["root"].lists[LIST].messages
+            no_id = [m for m in messages.values() if m.message_id_derived]
+            assert [m.subject for m in no_id] == ["[Dev] Release plans"]
+            no_id_url = f"http://localhost/list/{LIST}/message/{no_id[0].__name__}/"
+        assert moved(browser, "/pipermail/dev/x/000001.html") == no_id_url
+        assert moved(browser, "/pipermail/dev/x/000004.html") == message_url(posts[3].message_id)

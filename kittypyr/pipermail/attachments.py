@@ -89,6 +89,16 @@ def folder_name_of(message_id):
     return digest[:4] + digest[-4:]
 
 
+def _folder_names(root):
+    """The names of the message folders below ``root`` (``attachments/<day>/<name>``)."""
+    names = set()
+    if os.path.isdir(root):
+        for day in os.scandir(root):
+            if day.is_dir():
+                names.update(entry.name for entry in os.scandir(day.path) if entry.is_dir())
+    return names
+
+
 def _same_bytes(one, other):
     try:
         if os.path.getsize(one) != os.path.getsize(other):
@@ -111,8 +121,9 @@ class ScrubbedFiles:
         self.root = os.path.join(folder, "attachments")
         # path -> (message hash, the type its notice says)
         self.noticed = {}
-        # folder name (without its day) -> the hashes of the messages whose Message-ID gives it
-        self.by_folder_name = {}
+        # folder name (without its day) -> the hashes of the messages whose Message-ID gives it,
+        # for the folders there are (a list's other messages are not held in memory).
+        self.by_folder_name = {name: set() for name in _folder_names(self.root)}
         self.outcomes = Counter()
         self.unlinked = []
         self.files = 0
@@ -122,7 +133,9 @@ class ScrubbedFiles:
         if message is None:
             return
         if not parsed.mail.message_id_derived:
-            self.by_folder_name.setdefault(folder_name_of(parsed.mail.message_id), set()).add(message.__name__)
+            named = self.by_folder_name.get(folder_name_of(parsed.mail.message_id))
+            if named is not None:
+                named.add(message.__name__)
         for path, content_type in scrubbed_links(parsed.mail.body_text).items():
             # A later message with the same notice is a resend; the first holds the file.
             self.noticed.setdefault(path, (message.__name__, content_type))

@@ -16,6 +16,7 @@ from kittypyr.security import User
 from tests.functional import kittypyr, write_config
 from tests.mailbuilder import attachment, make_message, multipart
 from kittypyr.pipermail.attachments import folder_name_of
+from kittypyr.pipermail.pages import scrubbed_links
 from tests.pipermail_folder import Post, attachment_path, volume_of, write_folder
 from tests.test_app import make_app
 
@@ -436,3 +437,35 @@ def test_messages_without_message_id_and_encoded_or_escaped_subjects(app, tmp_pa
             no_id_url = f"http://localhost/list/{LIST}/message/{no_id[0].__name__}/"
         assert moved(browser, "/pipermail/dev/x/000001.html") == no_id_url
         assert moved(browser, "/pipermail/dev/x/000004.html") == message_url(posts[3].message_id)
+
+
+def test_scrubber_notices_of_every_form_are_read():
+    # The notices Mailman 2.1's scrubber wrote over its versions; a quoted
+    # notice or a link in a sentence does not hold the file.
+    base = "http://lists.example.org/pipermail/dev/attachments"
+    text = "\n".join([
+        "Hello.",
+        "-------------- next part --------------",
+        "A non-text attachment was scrubbed...",
+        "Name: chart.png", "Type: image/png", "Size: 12 bytes", "Desc: not available",
+        f"Url : {base}/20070305/0a1b2c3d/chart.png",
+        "-------------- next part --------------",
+        "An HTML attachment was scrubbed...",
+        f"URL: <{base}/20070305/0a1b2c3d/attachment.html>",
+        "-------------- next part --------------",
+        "An embedded message was scrubbed...",
+        "From: Jane <jane at example.org>", "Subject: forwarded", "Date: Mon, 5 Mar 2007", "Size: 900",
+        f"Url: {base}/20070305/0a1b2c3d/attachment.eml",
+        "-------------- next part --------------",
+        "A non-text attachment was scrubbed...",
+        "Name: My%20Notes.bin", "Type: application/octet-stream",
+        f"URL: <{base}/20070305/0a1b2c3d/My%20Notes.bin>",
+        f"> Url : {base}/20070101/deadbeef/quoted.bin",
+        f"See {base}/20070101/deadbeef/mentioned.bin for more.",
+    ])
+    assert scrubbed_links(text) == {
+        "20070305/0a1b2c3d/chart.png": "image/png",
+        "20070305/0a1b2c3d/attachment.html": "text/html",
+        "20070305/0a1b2c3d/attachment.eml": None,
+        "20070305/0a1b2c3d/My Notes.bin": "application/octet-stream",
+    }

@@ -462,6 +462,9 @@ def test_scrubber_notices_of_every_form_are_read():
         f"URL: <{base}/20070305/0a1b2c3d/My%20Notes.bin>",
         f"> Url : {base}/20070101/deadbeef/quoted.bin",
         f"See {base}/20070101/deadbeef/mentioned.bin for more.",
+        # A body is untrusted: no path out of attachments/.
+        f"Url : {base}/20070101/deadbeef/..%2F..%2F..%2Fsecret.txt",
+        f"Url : {base}/20070101/deadbeef/..",
     ])
     assert scrubbed_links(text) == {
         "20070305/0a1b2c3d/chart.png": "image/png",

@@ -103,7 +103,12 @@ def scrubbed_links(text):
             content_type = typed.group(1).lower()
         elif _NOTICE_URL.match(line):
             for link in _ATTACHMENT_LINK.findall(line):
-                links.setdefault(unquote_to_bytes(link).decode("utf-8", "replace"), content_type)
+                path = unquote_to_bytes(link).decode("utf-8", "replace")
+                # <day>/<folder>/<name>, the name without a leading dot (the
+                # scrubber strips them): a body is untrusted, and the import
+                # reads the file the path names.
+                if path.count("/") == 2 and not path.rsplit("/", 1)[1].startswith("."):
+                    links.setdefault(path, content_type)
     return links
 
 

@@ -472,3 +472,15 @@ def test_scrubber_notices_of_every_form_are_read():
         "20070305/0a1b2c3d/attachment.eml": None,
         "20070305/0a1b2c3d/My Notes.bin": "application/octet-stream",
     }
+
+
+def test_a_second_folder_does_not_report_the_first_ones_files(app, tmp_path):
+    import_folder(app, write_folder(tmp_path / "first", posts_with_attachments()))
+    later = [Post(number=40, subject="[Dev] Later", author="Jane Doe", email="jane@example.org",
+                  date=START + timedelta(days=300), message_id="later@example.org")]
+    summary = import_folder(app, write_folder(tmp_path / "second", later)).summary()
+    assert not any("not in the folder" in line for line in summary), summary
+    browser = TestApp(app)
+    first = posts_with_attachments()[2]
+    assert moved(browser, f"/pipermail/dev/attachments/{attachment_path(first, 0, 'chart.png')}").startswith(
+        message_url(first.message_id) + "attachment/")

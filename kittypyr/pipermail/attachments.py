@@ -116,8 +116,10 @@ class ScrubbedFiles:
     the pages are mapped, adds every linked file to its message.
     """
 
-    def __init__(self, folder):
+    def __init__(self, folder, pages=None):
+        """``pages``: the folder's ``{number: Page}``, whose links count where no notice does."""
         self.folder = folder
+        self.pages = pages or {}
         self.root = os.path.join(folder, "attachments")
         # path -> (message hash, the type its notice says)
         self.noticed = {}
@@ -146,9 +148,10 @@ class ScrubbedFiles:
             record.files = type(record.attachments)()
         self.outcomes.clear()
         linked = dict(self.noticed)
-        for path, number in record.attachments.items():
-            if path not in linked:
-                linked[path] = (record.numbers.get(number), None)
+        for number, page in sorted(self.pages.items()):
+            for path in page.attachments:
+                if path not in linked:
+                    linked[path] = (record.numbers.get(number), page.attachments[path])
         on_disk = _files_below(self.root) if os.path.isdir(self.root) else []
         self.files = len(on_disk)
         modified = {}

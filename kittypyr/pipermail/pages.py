@@ -67,8 +67,9 @@ class Page:
     but its parent's in older pages, so it has to be confirmed (both are read
     as kittypyr reads a Message-ID header; '' when not shown). The date is
     ``local_time``, the naive time shown (the server's), and ``timestamp``
-    (UTC seconds) when its zone is certain. ``attachments`` are the paths
-    below ``attachments/`` that the body links.
+    (UTC seconds) when its zone is certain. ``attachments``: the paths
+    below ``attachments/`` that the body's scrubber notices link, each with
+    the type its notice says (see ``scrubbed_links``).
     """
 
     number: int
@@ -80,7 +81,7 @@ class Page:
     link_id: str = ""
     timestamp: float = None
     local_time: datetime = None
-    attachments: tuple = ()
+    attachments: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
 
 
@@ -196,7 +197,7 @@ def read_page(data, number, volume):
         page.problems.append("no date")
     body = _BODY.search(text, start)
     if body is not None:
-        page.attachments = tuple(scrubbed_links(html.unescape(_TAG.sub("", body.group(1)))))
+        page.attachments = scrubbed_links(html.unescape(_TAG.sub("", body.group(1))))
     return page
 
 

@@ -87,7 +87,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="folder for the archive (kept; reused when present)")
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--month", default="2009-06", help="the month exported for comparison (YYYY-MM)")
     parser.add_argument("--round-trip", action="store_true",
                         help="import the whole export into an empty archive and compare the two")

@@ -474,7 +474,10 @@ def month_export_url(request, month):
 
 
 def range_export_url(request, mailing_list, label, first, after):
-    """The export of the messages of the days from ``first`` to before ``after`` (dates), named ``<list>-<label>``."""
+    """The export of the messages of the days from ``first`` to before ``after`` (dates).
+
+    It is named ``<list>-<label>.mbox.gz``.
+    """
     name = f"{mailing_list.address.split('@')[0]}-{label}{SUFFIX}"
     return request.resource_url(mailing_list, "export", name, query=(
         ("start", first.isoformat()), ("end", after.isoformat())))

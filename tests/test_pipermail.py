@@ -228,7 +228,8 @@ def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp
         assert image.body == PNG
         assert image.content_type == "image/png"
         assert image.headers["X-Content-Type-Options"] == "nosniff"
-    page = browser.get(moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 1, 'attachment.html')}"))
+    html_path = attachment_path(posts[2], 1, "attachment.html")
+    page = browser.get(moved(browser, f"/pipermail/dev/attachments/{html_path}"))
     assert page.body == PAGE_HTML
     assert page.content_type == "text/html"
     assert page.headers["Content-Disposition"].startswith("attachment;")

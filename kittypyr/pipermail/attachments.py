@@ -15,10 +15,9 @@ The scrubber made one folder per message, named by the day and by the
 first and last four hex digits of the SHA-1 of its Message-ID header, so
 a file no notice links is kept with the message of the other files of its
 folder, or else with the one message whose Message-ID gives its folder's
-name; a second copy ``<name>-0001.<ext>`` of a
-kept file's very bytes (``bin/arch`` run again leaves those) leads to the
-kept one. A file of a folder no message links is named in the import's
-summary.
+name; a second copy ``<name>-0001.<ext>`` of a kept file's very bytes
+(``bin/arch`` run again leaves those) leads to the kept one. A file of a
+folder no message links is named in the import's summary.
 """
 
 import hashlib
@@ -43,7 +42,7 @@ NAMED_UNLINKED = 20
 KEPT, ALREADY_KEPT, BESIDE, COPY = "kept", "already kept", "beside", "copy"
 # bin/arch names a file it scrubs again ``<stem>-0001<.ext>`` beside the first.
 _SECOND_COPY = re.compile(r"^(?P<stem>.+)-\d{4}(?P<extension>\.[^./]*)?$")
-MISSING, NOT_ARCHIVED = "linked, not in the folder", "linked by a page of no archived message"
+MISSING, NOT_ARCHIVED = "linked, not in the folder", "linked by no archived message"
 
 
 def _content_type(name, noticed):
@@ -194,8 +193,11 @@ class ScrubbedFiles:
         for path, (message_hash, _) in record.files.items():
             owners.setdefault(path.rsplit("/", 1)[0], message_hash)
         left = []
-        # First files before their second copies ("x-0001.bin" sorts before "x.bin").
-        for path in sorted(paths, key=lambda path: (_SECOND_COPY.match(path.rsplit("/", 1)[1]) is not None, path)):
+        def first_files_first(path):
+            # "x-0001.bin" sorts before "x.bin", whose second copy it is.
+            return _SECOND_COPY.match(path.rsplit("/", 1)[1]) is not None, path
+
+        for path in sorted(paths, key=first_files_first):
             folder, name = path.rsplit("/", 1)
             copy = _SECOND_COPY.match(name)
             first = f"{folder}/{copy['stem']}{copy['extension'] or ''}" if copy else None

@@ -45,6 +45,7 @@ class Post:
     body: str = "Hello there.\n"
     date_header: str = None  # the month file's Date: (default: ``date`` in RFC 5322 form)
     subject_header: str = None  # the month file's Subject: as written (default: ``subject``)
+    page_subject: str = None  # the page's subject as written, unescaped (default: ``subject``)
     # (name, bytes) or (name, bytes, content type): scrubbed into attachments/
     attachments: tuple = ()
     page: bool = True
@@ -120,7 +121,7 @@ def _page(post, style, base_url, list_address):
     link_id = {"own": post.message_id, "parent": post.in_reply_to, "none": None}[style] or ""
     mailto = (f"mailto:{quote(list_address)}?Subject={quote('Re: ' + post.subject)}"
               f"&In-Reply-To={quote('<' + link_id + '>' if link_id else '')}")
-    subject = html.escape(post.subject)
+    subject = html.escape(post.page_subject or post.subject)
     local = _local(post.date)
     shown_date = (f"{_DAYS[local.weekday()]} {_ABBR[local.month - 1]} {local.day:2d} {local:%H:%M:%S} "
                   f"{ZONE_NAME} {local.year}")

@@ -485,3 +485,16 @@ def test_a_second_folder_does_not_report_the_first_ones_files(app, tmp_path):
     first = posts_with_attachments()[2]
     assert moved(browser, f"/pipermail/dev/attachments/{attachment_path(first, 0, 'chart.png')}").startswith(
         message_url(first.message_id) + "attachment/")
+
+
+def test_pages_showing_encoded_words_match_by_date_author_and_subject(app, tmp_path):
+    # Some Pipermail pages show a subject whose charset Pipermail could not
+    # read as the encoded words it came in.
+    posts = thread_posts()
+    posts[3].subject = "[Dev] Café crème"
+    posts[3].subject_header = posts[3].page_subject = "=?utf-8?q?=5BDev=5D_Caf=C3=A9_cr=C3=A8me?="
+    folder = write_folder(tmp_path / "dev", posts, style="none")
+    report = import_folder(app, folder)
+    assert any("0 mapped by Message-ID, 5 by date, author and subject, 0 unmapped" in line
+               for line in report.summary()), report.summary()
+    assert moved(TestApp(app), "/pipermail/dev/x/000004.html") == message_url(posts[3].message_id)

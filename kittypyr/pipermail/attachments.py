@@ -216,6 +216,8 @@ class ScrubbedFiles:
         return left
 
     def summary(self):
+        if not self.files and not self.outcomes:
+            return []  # a folder without attachments/, whose pages link none
         kept = self.outcomes[KEPT] + self.outcomes[ALREADY_KEPT]
         lines = [f"pipermail attachments {self.root}: {self.files} files, {kept} kept with the message "
                  f"that links them, {self.outcomes[BESIDE]} with the message of their folder, "

@@ -19,6 +19,8 @@ import pickle
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from email.errors import HeaderParseError
+from email.header import decode_header, make_header
 from email.utils import parsedate_tz
 from urllib.parse import unquote_to_bytes
 
@@ -113,6 +115,16 @@ def scrubbed_links(text):
     return links
 
 
+def _decoded_words(text):
+    """``text`` with its RFC 2047 encoded words decoded: some Pipermail pages show them as they came."""
+    if "=?" not in text:
+        return text
+    try:
+        return _SPACE.sub(" ", str(make_header(decode_header(text)))).strip()
+    except (LookupError, UnicodeError, ValueError, HeaderParseError):
+        return text
+
+
 def _text(fragment):
     """An HTML fragment as the text a reader sees, on one line."""
     return _SPACE.sub(" ", html.unescape(_TAG.sub("", fragment))).strip()
@@ -179,11 +191,11 @@ def read_page(data, number, volume):
     heading = _H1.search(text) or _TITLE.search(text)
     start = 0
     if heading is not None:
-        page.subject = _text(heading.group(1))
+        page.subject = _decoded_words(_text(heading.group(1)))
         start = heading.end()
     author = _AUTHOR.search(text, start)
     if author is not None:
-        page.author = _text(author.group(1))
+        page.author = _decoded_words(_text(author.group(1)))
         start = author.end()
     address = _ADDRESS.search(text, start)
     if address is not None:
@@ -251,8 +263,8 @@ def _article(data, volume):
     except (TypeError, ValueError):
         return None
     page = Page(number, volume)
-    page.subject = _SPACE.sub(" ", _string(state.get("subject"))).strip()
-    page.author = _SPACE.sub(" ", _string(state.get("author"))).strip()
+    page.subject = _decoded_words(_SPACE.sub(" ", _string(state.get("subject"))).strip())
+    page.author = _decoded_words(_SPACE.sub(" ", _string(state.get("author"))).strip())
     page.email = _string(state.get("email")).strip()
     header = _string(state.get("_message_id"))
     stripped = _string(state.get("msgid"))

@@ -177,8 +177,12 @@ def _attachment(request, mailing_list, record, path):
     place = record.files.get(path) if record is not None and record.files is not None else None
     if place is not None:
         message_hash, index = place
+        try:
+            message = mailing_list.messages[message_hash]
+        except KeyError:  # neither archived nor deleted: a record older than the archive
+            raise HTTPNotFound() from None
         name = file_label(path.rsplit("/", 1)[-1])
-        return _moved(request.resource_url(mailing_list.messages[message_hash], "attachment", str(index), name))
+        return _moved(request.resource_url(message, "attachment", str(index), name))
     number = record.attachments.get(path) if record is not None else None
     message_hash = record.numbers.get(number) if number is not None else None
     if message_hash is None:

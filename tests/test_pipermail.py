@@ -498,3 +498,15 @@ def test_pages_showing_encoded_words_match_by_date_author_and_subject(app, tmp_p
     assert any("0 mapped by Message-ID, 5 by date, author and subject, 0 unmapped" in line
                for line in report.summary()), report.summary()
     assert moved(TestApp(app), "/pipermail/dev/x/000004.html") == message_url(posts[3].message_id)
+
+
+def test_a_kept_attachment_of_a_message_no_longer_anywhere_is_not_found(app, tmp_path):
+    posts = posts_with_attachments()
+    import_folder(app, write_folder(tmp_path / "dev", posts))
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        name = message_id_hash(posts[2].message_id)
+        delete_messages(mailing_list, [name], User("admin@example.org"))
+        del mailing_list.messages.tombstones[name]  # as an archive restored from before the import
+        transaction.commit()
+    TestApp(app).get(f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}", status=404)

@@ -6,11 +6,16 @@ Imports the corpus into DIR (skipped when DIR already holds an archive),
 serves it with ``pserve`` on a free loopback port, then downloads the
 whole list's export ``--runs`` times and one month's, printing for each the
 time to the first byte, the time to the last, the size and the server's
-resident memory after it: memory flat in the size of the list means the
-whole list leaves it where a month does (it grows over the first runs
-while the pool's connections fill their object caches, then stays). The
-server's CPU seconds are printed beside the wall-clock times, which a busy
-machine stretches. The last whole export is read back with kittypyr's own
+resident memory before and after it: memory flat in the size of the list
+means the whole list leaves it where a month does (it grows over the first
+runs while the pool's connections fill their object caches, then stays).
+The server's CPU seconds, and this process's own (reading the download),
+are printed beside the wall-clock times, which a busy machine stretches:
+where the two processes' CPU seconds together are far below the wall
+time, the export waited for a processor, not for its own work. Last, the
+same export is made in this process without HTTP (``stream_mbox`` over the
+storage, after the server has stopped), its CPU split between the
+catalog's query and the streaming. The last whole export is read back with kittypyr's own
 mbox reader and its messages counted; with ``--round-trip`` it is also
 imported into an empty archive, which is compared with the first: the same
 hashes, threads, parents and original bytes.
@@ -82,7 +87,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="folder for the archive (kept; reused when present)")
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--month", default="2009-06", help="the month exported for comparison (YYYY-MM)")
     parser.add_argument("--round-trip", action="store_true",
                         help="import the whole export into an empty archive and compare the two")
@@ -101,14 +106,17 @@ def main():
         whole_url = f"/list/{LIST}/export/bench.mbox.gz"
         print(f"server RSS at start: {rss_mb(server.pid):.0f} MB")
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"{'export':26} {'first byte s':>12} {'total s':>8} {'server CPU s':>12} {'MB':>6} "
-              f"{'RSS after MB':>12}")
+        print(f"{'export':26} {'first byte s':>12} {'total s':>8} {'server CPU s':>12} {'client CPU s':>12} "
+              f"{'MB':>6} {'RSS before MB':>13} {'RSS after MB':>12} {'load':>5}")
 
         def measure(label, url, keep=None):
+            before = rss_mb(server.pid)
             cpu = cpu_seconds_of(server.pid)
+            own = time.process_time()
             first, total, size = download(port, url, keep=keep)
             print(f"{label:26} {first:12.3f} {total:8.3f} {cpu_seconds_of(server.pid) - cpu:12.2f} "
-                  f"{size / 1e6:6.1f} {rss_mb(server.pid):12.0f}")
+                  f"{time.process_time() - own:12.2f} {size / 1e6:6.1f} {before:13.0f} {rss_mb(server.pid):12.0f} "
+                  f"{os.getloadavg()[0]:5.1f}")
 
         measure(f"month {args.month}", month_url)
         kept = Path(tempfile.mkdtemp(prefix="kittypyr-export-")) / "bench.mbox.gz"
@@ -116,6 +124,7 @@ def main():
             measure(f"whole list, run {run}", whole_url, keep=kept if run == args.runs else None)
         measure(f"month {args.month} again", month_url)
         print(f"load average after: {os.getloadavg()[0]:.1f}")
+    in_process(config)
 
     from kittypyr.mailboxes import read_mail
 
@@ -130,6 +139,26 @@ def main():
         round_trip(config, kept)
     kept.unlink()
     kept.parent.rmdir()
+
+
+def in_process(config):
+    """The whole list's export made here, without HTTP: CPU and wall seconds of the query and of the stream."""
+    from pyramid.paster import bootstrap
+
+    from kittypyr.exports import export_docids, stream_mbox, whole_list_query
+
+    with bootstrap(str(config)) as env:
+        archive = env["root"]
+        db = archive._p_jar.db()
+        for run in (1, 2):
+            cpu, wall = time.process_time(), time.perf_counter()
+            docids = export_docids(archive, whole_list_query(archive.lists[LIST]))
+            query_cpu, query_wall = time.process_time() - cpu, time.perf_counter() - wall
+            cpu, wall = time.process_time(), time.perf_counter()
+            size = sum(len(piece) for piece in stream_mbox(db, docids))
+            print(f"in process, run {run}: query {query_cpu:.2f} s CPU ({query_wall:.2f} s), stream "
+                  f"{time.process_time() - cpu:.2f} s CPU ({time.perf_counter() - wall:.2f} s), "
+                  f"{size / 1e6:.1f} MB, load {os.getloadavg()[0]:.1f}")
 
 
 def round_trip(config, export):

@@ -31,7 +31,7 @@ from kittypyr.fulltext import prepare_zoned
 from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.msgid import message_id_hash
-from kittypyr.pipermail.mapping import matchers_for
+from kittypyr.pipermail import folder_observers
 from kittypyr.resources.message import compress_original, pack_text
 from kittypyr.zones import message_zones
 
@@ -443,13 +443,14 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
 
     A path may be an mbox (plain or gzip), a Maildir, a Pipermail month
     file or a whole Pipermail archive folder, whose per-message pages are
-    then mapped to the messages (``kittypyr.pipermail.mapping``).
+    then mapped to the messages (``kittypyr.pipermail.mapping``) and whose
+    scrubbed attachments are kept with them (``kittypyr.pipermail.attachments``).
 
     Returns an ``ImportReport``. Raises nothing for bad input: unreadable
     files and bad messages are in the report.
     """
     report = ImportReport()
-    observers = matchers_for(paths)
+    observers = folder_observers(paths)
     paths = expand_sources(paths)
     for path in paths:
         report.file(str(path))

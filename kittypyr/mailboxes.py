@@ -16,7 +16,7 @@ import re
 import stat
 import zlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Iterator, Optional
 
 __all__ = ["MailSourceError", "RawMail", "detect_format", "read_mail"]
@@ -30,10 +30,14 @@ _SNIFF_BYTES = 1 << 16
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
-_PIPERMAIL_NAME = re.compile(
-    r"^\d{4}-(?:January|February|March|April|May|June|July|August|September"
-    r"|October|November|December)\.txt(?:\.gz)?$"
+# Pipermail's volume names, one form per archive period (Mailman 2's
+# archive_volume_frequency): 2007 (year), 2007q1 (quarter), 2007-March
+# (month, always in English), Week-of-Mon-20070305 (week), 20070305 (day).
+_PIPERMAIL_VOLUME = re.compile(
+    r"^(?:(?P<year>\d{4})(?:-(?P<month>January|February|March|April|May|June|July|August|September"
+    r"|October|November|December)|q(?P<quarter>[1-4])|(?P<day>\d{4}))?|Week-of-Mon-(?P<monday>\d{8}))$"
 )
+_PIPERMAIL_NAME = re.compile(r"^(?P<volume>[\w-]+)\.txt(?:\.gz)?$")
 
 # Pipermail writes the envelope sender as "jdoe at example.com".
 _PIPERMAIL_ENVELOPE = re.compile(rb"From [^\s@]+ at [^\s@]+\s")
@@ -424,14 +428,14 @@ def _classify(path, data, name):
     """Return 'empty', 'mbox', 'pipermail' or 'eml' for the start of a file."""
     start = _skip_blank(data)
     if start >= len(data):
-        return "pipermail" if _PIPERMAIL_NAME.match(name) else "empty"
+        return "pipermail" if pipermail_volume_of_file(name) else "empty"
     lines = data[start:].splitlines()
     if len(data) >= _SNIFF_BYTES and len(lines) > 1:
         lines.pop()  # cut off by the sample size
     first = lines[0]
     if first.startswith(b"From "):
         if _is_envelope(first) or (len(lines) > 1 and _HEADER_LINE.match(lines[1])):
-            if _PIPERMAIL_NAME.match(name) or _PIPERMAIL_ENVELOPE.match(first):
+            if pipermail_volume_of_file(name) or _PIPERMAIL_ENVELOPE.match(first):
                 return "pipermail"
             return "mbox"
         raise MailSourceError(
@@ -808,21 +812,57 @@ _MONTH_ORDER = {
 }
 
 
-def pipermail_months(folder):
-    """The month files of a Pipermail archive folder, oldest first.
+def pipermail_volume(name):
+    """``(first day, day after the last)`` (``datetime.date``) of a Pipermail volume name, else None.
 
-    Pipermail keeps each month as ``YYYY-Month.txt`` and often also as
-    ``YYYY-Month.txt.gz``; the same month is listed once (the plain file).
-    Returns [] when ``folder`` holds no month file.
+    ``2007``, ``2007q1``, ``2007-March``, ``Week-of-Mon-20070305`` and
+    ``20070305``: the volumes of a yearly, quarterly, monthly, weekly or
+    daily archive (Pipermail names them by the server's local date).
     """
-    months = {}
+    match = _PIPERMAIL_VOLUME.match(name)
+    if match is None:
+        return None
+    try:
+        if match["monday"]:
+            first = datetime.strptime(match["monday"], "%Y%m%d").date()
+            return first, first + timedelta(days=7)
+        year = int(match["year"])
+        if match["day"]:
+            first = date(year, int(match["day"][:2]), int(match["day"][2:]))
+            return first, first + timedelta(days=1)
+        if match["month"] or match["quarter"]:
+            month = _MONTH_ORDER[match["month"]] if match["month"] else 3 * int(match["quarter"]) - 2
+            months = 1 if match["month"] else 3
+            after = (year + (month + months - 1) // 12, (month + months - 1) % 12 + 1)
+            return date(year, month, 1), date(*after, 1)
+        return date(year, 1, 1), date(year + 1, 1, 1)
+    except ValueError:  # 20071345: digits, not a day
+        return None
+
+
+def pipermail_volume_of_file(name):
+    """The volume a Pipermail volume file (``2007-March.txt``, ``2007q1.txt.gz``...) holds, else None."""
+    match = _PIPERMAIL_NAME.match(name)
+    if match is None or pipermail_volume(match["volume"]) is None:
+        return None
+    return match["volume"]
+
+
+def pipermail_months(folder):
+    """The volume files of a Pipermail archive folder (months, or its other periods), oldest first.
+
+    Pipermail keeps each volume as ``<volume>.txt`` and often also as
+    ``<volume>.txt.gz``; the same volume is listed once (the plain file).
+    Returns [] when ``folder`` holds no volume file.
+    """
+    volumes = {}
     for name in os.listdir(folder):
-        if _PIPERMAIL_NAME.match(name):
-            year, rest = name.split("-", 1)
-            key = (int(year), _MONTH_ORDER[rest.split(".", 1)[0]])
-            if key not in months or not name.endswith(".gz"):
-                months[key] = os.path.join(folder, name)
-    return [months[key] for key in sorted(months)]
+        volume = pipermail_volume_of_file(name)
+        if volume is not None:
+            key = pipermail_volume(volume)
+            if key not in volumes or not name.endswith(".gz"):
+                volumes[key] = os.path.join(folder, name)
+    return [volumes[key] for key in sorted(volumes)]
 
 
 def expand_sources(paths):

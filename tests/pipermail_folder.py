@@ -6,8 +6,16 @@ server's local time), its page ``YYYY-Month/NNNNNN.html`` (Mailman 2.1's
 article template), its scrubbed attachments under ``attachments/`` and,
 when asked, the ``database/YYYY-Month-article`` records (a marshal of
 protocol-0 pickles, as Python 2 wrote them).
+
+A scrubbed attachment leaves a notice in the body where the part was, in
+the two forms Mailman 2.1's scrubber writes: an HTML part's ("An HTML
+attachment was scrubbed...", its URL only) and any other's (name, type,
+size, description and URL). ``rearchived=True`` writes each attachment a
+second time as ``<name>-0001.<ext>``, linked by nothing, as ``bin/arch``
+leaves a folder it rebuilt.
 """
 
+import gzip
 import html
 import marshal
 from dataclasses import dataclass
@@ -36,7 +44,10 @@ class Post:
     in_reply_to: str = None
     body: str = "Hello there.\n"
     date_header: str = None  # the month file's Date: (default: ``date`` in RFC 5322 form)
-    attachments: tuple = ()  # (name, bytes): scrubbed into attachments/
+    subject_header: str = None  # the month file's Subject: as written (default: ``subject``)
+    page_subject: str = None  # the page's subject as written, unescaped (default: ``subject``)
+    # (name, bytes) or (name, bytes, content type): scrubbed into attachments/
+    attachments: tuple = ()
     page: bool = True
     in_month_file: bool = True
 
@@ -49,8 +60,17 @@ def ctime(local):
     return f"{_DAYS[local.weekday()]} {_ABBR[local.month - 1]} {local.day:2d} {local:%H:%M:%S} {local.year}"
 
 
-def volume_of(post):
+def volume_of(post, period="month"):
+    """The volume Pipermail files the post in, for each archive period (by the server's local date)."""
     local = _local(post.date)
+    if period == "year":
+        return f"{local.year}"
+    if period == "quarter":
+        return f"{local.year}q{(local.month - 1) // 3 + 1}"
+    if period == "week":
+        return f"Week-of-Mon-{local - timedelta(days=local.weekday()):%Y%m%d}"
+    if period == "day":
+        return f"{local:%Y%m%d}"
     return f"{local.year}-{MONTHS[local.month - 1]}"
 
 
@@ -62,21 +82,36 @@ def attachment_path(post, index, name):
     return f"{_local(post.date):%Y%m%d}/{post.number:04x}{index:04x}/{name}"
 
 
+def _parts(post):
+    """``(index, name, data, content type)`` of each scrubbed attachment."""
+    for index, part in enumerate(post.attachments):
+        name, data, content_type = (*part, "application/octet-stream")[:3]
+        yield index, name, data, content_type
+
+
+def scrubbed_notice(name, data, content_type, url):
+    """The text the scrubber put where the part was."""
+    if content_type == "text/html":
+        return f"-------------- next part --------------\nAn HTML attachment was scrubbed...\nURL: {url}\n"
+    return ("-------------- next part --------------\n"
+            "A non-text attachment was scrubbed...\n"
+            f"Name: {name}\nType: {content_type}\nSize: {len(data)} bytes\n"
+            f"Desc: not available\nUrl : {url}\n")
+
+
 def _month_text(post, base_url):
     lines = [f"From {obscured(post.email)}  {ctime(_local(post.date))}",
              f"From: {obscured(post.email)} ({post.author})",
              f"Date: {post.date_header or format_datetime(post.date)}",
-             f"Subject: {post.subject}"]
+             f"Subject: {post.subject_header or post.subject}"]
     if post.in_reply_to:
         lines.append(f"In-Reply-To: <{post.in_reply_to}>")
     if post.message_id:
         lines.append(f"Message-ID: <{post.message_id}>")
     body = post.body
-    for index, (name, data) in enumerate(post.attachments):
-        body += ("-------------- next part --------------\n"
-                 "A non-text attachment was scrubbed...\n"
-                 f"Name: {name}\nType: application/octet-stream\nSize: {len(data)} bytes\n"
-                 f"Desc: not available\nUrl : {base_url}attachments/{attachment_path(post, index, name)}\n")
+    for index, name, data, content_type in _parts(post):
+        url = f"{base_url}attachments/{attachment_path(post, index, name)}"
+        body += scrubbed_notice(name, data, content_type, url)
     return "\n".join(lines) + "\n\n" + body + "\n"
 
 
@@ -86,15 +121,15 @@ def _page(post, style, base_url, list_address):
     link_id = {"own": post.message_id, "parent": post.in_reply_to, "none": None}[style] or ""
     mailto = (f"mailto:{quote(list_address)}?Subject={quote('Re: ' + post.subject)}"
               f"&In-Reply-To={quote('<' + link_id + '>' if link_id else '')}")
-    subject = html.escape(post.subject)
+    subject = html.escape(post.page_subject or post.subject)
     local = _local(post.date)
     shown_date = (f"{_DAYS[local.weekday()]} {_ABBR[local.month - 1]} {local.day:2d} {local:%H:%M:%S} "
                   f"{ZONE_NAME} {local.year}")
     body = html.escape(post.body)
-    for index, (name, data) in enumerate(post.attachments):
+    for index, name, data, content_type in _parts(post):
         url = f"{base_url}attachments/{attachment_path(post, index, name)}"
-        body += ("-------------- next part --------------\nA non-text attachment was scrubbed...\n"
-                 f"Name: {name}\nUrl : <A HREF=\"{url}\">{url}</A>\n")
+        notice = html.escape(scrubbed_notice(name, data, content_type, url))
+        body += notice.replace(url, f'<A HREF="{url}">{url}</A>')
     return f"""<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Transitional//EN">
 <HTML>
  <HEAD>
@@ -164,14 +199,20 @@ def _article(post):
 
 
 def write_folder(folder, posts, style="own", database=False, list_address="dev@lists.example.org",
-                 base_url="http://lists.example.org/pipermail/dev/"):
-    """Write the Pipermail folder of ``posts`` into ``folder``; return its path."""
+                 base_url="http://lists.example.org/pipermail/dev/", rearchived=False, period="month",
+                 compressed_only=False):
+    """Write the Pipermail folder of ``posts`` into ``folder``; return its path.
+
+    ``period``: the archive's volumes (``year``, ``quarter``, ``month``,
+    ``week``, ``day``); ``compressed_only``: each volume file as
+    ``<volume>.txt.gz`` alone.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     months = {}
     articles = {}
     for post in sorted(posts, key=lambda p: p.number):
-        volume = volume_of(post)
+        volume = volume_of(post, period)
         if post.in_month_file:
             months.setdefault(volume, []).append(_month_text(post, base_url))
         (folder / volume).mkdir(exist_ok=True)
@@ -180,13 +221,20 @@ def write_folder(folder, posts, style="own", database=False, list_address="dev@l
         if post.page:
             (folder / volume / f"{post.number:06d}.html").write_text(
                 _page(post, style, base_url, list_address), encoding="utf-8")
-        for index, (name, data) in enumerate(post.attachments):
+        for index, name, data, content_type in _parts(post):
             path = folder / "attachments" / attachment_path(post, index, name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+            if rearchived:
+                stem, dot, extension = name.rpartition(".")
+                path.with_name(f"{stem}-0001{dot}{extension}").write_bytes(data)
         articles.setdefault(volume, {})[(post.message_id or str(post.number)).encode()] = _article(post)
     for volume, texts in months.items():
-        (folder / f"{volume}.txt").write_text("".join(texts), encoding="utf-8")
+        text = "".join(texts).encode("utf-8")
+        if compressed_only:
+            (folder / f"{volume}.txt.gz").write_bytes(gzip.compress(text))
+        else:
+            (folder / f"{volume}.txt").write_bytes(text)
     if database:
         (folder / "database").mkdir(exist_ok=True)
         for volume, table in articles.items():

@@ -1,5 +1,6 @@
 """Moving in from Mailman 2: a Pipermail folder imported, and every old URL still leading somewhere."""
 
+import gzip
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -14,7 +15,9 @@ from kittypyr.msgid import message_id_hash
 from kittypyr.security import User
 from tests.functional import kittypyr, write_config
 from tests.mailbuilder import attachment, make_message, multipart
-from tests.pipermail_folder import Post, attachment_path, write_folder
+from kittypyr.pipermail.attachments import folder_name_of
+from kittypyr.pipermail.pages import scrubbed_links
+from tests.pipermail_folder import Post, attachment_path, volume_of, write_folder
 from tests.test_app import make_app
 
 LIST = "dev@lists.example.org"
@@ -176,15 +179,101 @@ def test_months_indexes_text_files_and_the_list(app, tmp_path):
     browser.get("/pipermail/dev/2007-March/nothing.html", status=404)
 
 
-def test_scrubbed_attachment_links_lead_to_their_message(app, tmp_path):
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+PAGE_HTML = b"<html><body><p>Hello <b>there</b></p></body></html>\n"
+
+
+def posts_with_attachments():
+    """A post with a scrubbed image and an HTML part, and a reply quoting its notices."""
     posts = thread_posts()
-    posts[2].attachments = (("data.bin", b"\x00\x01binary"),)
-    folder = write_folder(tmp_path / "dev", posts)
-    import_folder(app, folder)
+    posts[2].attachments = (("chart.png", PNG, "image/png"), ("attachment.html", PAGE_HTML, "text/html"))
+    url = f"http://lists.example.org/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}"
+    posts[3].body = f"> A non-text attachment was scrubbed...\n> Url : {url}\n\nNice chart.\n"
+    return posts
+
+
+def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp_path):
+    posts = posts_with_attachments()
+    folder = write_folder(tmp_path / "dev", posts, rearchived=True)
+    # A part the scrubber saved without a notice, in the message's folder,
+    # and a file of a folder no message links.
+    beside = attachment_path(posts[2], 0, "notes.txt")
+    (folder / "attachments" / beside).write_bytes(b"some notes\n")
+    (folder / "attachments" / "20070101" / "deadbeef").mkdir(parents=True)
+    (folder / "attachments" / "20070101" / "deadbeef" / "orphan.bin").write_bytes(b"whose?")
+    # A folder from an earlier scrubbing of the last post, which its body no
+    # longer links: named by its Message-ID, with a second copy.
+    earlier = folder / "attachments" / "20070301" / folder_name_of(posts[4].message_id)
+    earlier.mkdir(parents=True)
+    (earlier / "old.bin").write_bytes(b"old")
+    (earlier / "old-0001.bin").write_bytes(b"old")
+    report = import_folder(app, folder)
+    summary = "\n".join(report.summary())
+    assert ("8 files, 2 kept with the message that links them, 2 with the message of their folder, "
+            "3 second copies of a kept file, 1 linked by no message") in summary
+    assert "attachment linked by no message: 20070101/deadbeef/orphan.bin" in summary
     browser = TestApp(app)
-    path = attachment_path(posts[2], 0, "data.bin")
-    assert moved(browser, f"/pipermail/dev/attachments/{path}") == message_url(posts[2].message_id)
+    message = message_url(posts[2].message_id)
+    # bin/arch's second copy leads to the same attachment (the last segment only names the file).
+    copy = moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart-0001.png')}")
+    first = moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}")
+    assert copy.rsplit("/", 1)[0] == first.rsplit("/", 1)[0] and browser.get(copy).body == PNG
+    notes = browser.get(moved(browser, f"/pipermail/dev/attachments/{beside}"))
+    assert notes.body == b"some notes\n" and notes.content_type == "text/plain"
+    browser.get("/pipermail/dev/attachments/20070101/deadbeef/orphan.bin", status=404)
+    for prefix in ("/pipermail/dev", "/mailman/private/dev", "/pipermail/private/dev"):
+        location = moved(browser, f"{prefix}/attachments/{attachment_path(posts[2], 0, 'chart.png')}")
+        assert location.startswith(message + "attachment/")
+        image = browser.get(location)
+        assert image.body == PNG
+        assert image.content_type == "image/png"
+        assert image.headers["X-Content-Type-Options"] == "nosniff"
+    html_path = attachment_path(posts[2], 1, "attachment.html")
+    page = browser.get(moved(browser, f"/pipermail/dev/attachments/{html_path}"))
+    assert page.body == PAGE_HTML
+    assert page.content_type == "text/html"
+    assert page.headers["Content-Disposition"].startswith("attachment;")
+    # The message is the one the month file brought: same hash, same thread,
+    # its original untouched; the page lists the files and says where they came from.
+    shown = browser.get(message)
+    listed = [li.get_text(" ", strip=True) for li in shown.html.select("ul.attachments li")]
+    assert len(listed) == 3 and all("Pipermail" in text for text in listed)
+    assert "chart.png" in listed[0] and "attachment.html" in listed[1] and "notes.txt" in listed[2]
+    raw = browser.get(message + "raw").body
+    assert b"Url : http://lists.example.org/pipermail/dev/attachments/" in raw and PNG not in raw
+    reply = browser.get(message_url(posts[3].message_id))
+    assert not reply.html.select("ul.attachments li")
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        assert mailing_list.messages[message_id_hash(posts[3].message_id)].thread == message_id_hash(
+            posts[0].message_id)
+        assert mailing_list.attachment_count() == 4
+    # Imported again, nothing is added twice, and the summary says the same.
+    again = import_folder(app, folder)
+    assert "\n".join(again.summary()).count("8 files, 2 kept with the message that links them, 2 with") == 1
+    last = browser.get(message_url(posts[4].message_id)).html.select("ul.attachments li")
+    assert [li.a.text for li in last] == ["old.bin"]
+    assert len(browser.get(message).html.select("ul.attachments li")) == 3
+    # Its text attachment is searched.
+    found = browser.get("/search", params={"q": "notes", "mlist": LIST})
+    assert message in found.text
     browser.get("/pipermail/dev/attachments/20070101/abcdef01/other.bin", status=404)
+
+
+def test_scrubbed_attachments_of_deleted_messages_and_private_lists(app, tmp_path):
+    posts = posts_with_attachments()
+    import_folder(app, write_folder(tmp_path / "dev", posts), policy="private")
+    browser = TestApp(app)
+    path = f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}"
+    refused = browser.get(moved(browser, path), status=403)
+    assert PNG not in refused.body
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        mailing_list.archive_policy = "public"
+        delete_messages(mailing_list, [message_id_hash(posts[2].message_id)], User("admin@example.org"))
+        transaction.commit()
+    gone = browser.get(moved(browser, path), status=410)
+    assert PNG not in gone.body
 
 
 def test_a_name_in_several_domains(tmp_path):
@@ -282,3 +371,142 @@ def test_a_deleted_message_stays_gone_under_its_old_url(app, tmp_path):
     # Imported again, the deleted message is skipped and its page still leads to where it was.
     import_folder(app, write_folder(tmp_path / "again", posts))
     assert moved(browser, "/pipermail/dev/2007-March/000001.html") == location
+
+
+@pytest.mark.parametrize("period", ["year", "quarter", "week", "day"])
+def test_archives_of_every_period(app, tmp_path, period):
+    # Mailman 2 could archive by year (2007), quarter (2007q1), week
+    # (Week-of-Mon-20070305) or day (20070305) instead of month.
+    posts = thread_posts()
+    folder = write_folder(tmp_path / "dev", posts, period=period, database=period == "week")
+    report = import_folder(app, folder)
+    assert report.total("archived") == 5
+    assert any("5 pages, 5 mapped by Message-ID" in line for line in report.summary())
+    browser = TestApp(app)
+    the_list = "http://localhost/list/dev@lists.example.org/"
+    for post in posts:
+        volume = volume_of(post, period)
+        assert moved(browser, f"/pipermail/dev/{volume}/{post.number:06d}.html") == message_url(post.message_id)
+        local = post.date - timedelta(hours=7)  # the fixture's server zone
+        page = moved(browser, f"/pipermail/dev/{volume}/thread.html")
+        if period in ("year", "quarter"):
+            assert page == f"{the_list}{local.year}/"
+        else:
+            assert page == f"{the_list}{local.year}/{local.month}/"
+        export = moved(browser, f"/pipermail/dev/{volume}.txt.gz")
+        assert export.startswith(f"{the_list}export/dev-{volume}.mbox.gz?start=")
+        exported = gzip.decompress(browser.get(export).body)
+        assert f"Message-ID: <{post.message_id}>".encode() in exported
+    week = moved(browser, "/pipermail/dev/Week-of-Mon-20070305.txt")
+    assert week.endswith("?start=2007-03-05&end=2007-03-12")
+    quarter = moved(browser, "/pipermail/dev/2007q1.txt")
+    assert quarter.endswith("?start=2007-01-01&end=2007-04-01")
+    browser.get("/pipermail/dev/2007q5/", status=404)
+    browser.get("/pipermail/dev/20071345.txt", status=404)
+
+
+def test_volumes_kept_compressed_only(app, tmp_path):
+    posts = thread_posts()
+    folder = write_folder(tmp_path / "dev", posts, compressed_only=True)
+    assert not list(folder.glob("*.txt"))
+    report = import_folder(app, folder)
+    assert report.total("archived") == 5
+    browser = TestApp(app)
+    for post in posts:
+        assert moved(browser, f"/pipermail/dev/x/{post.number:06d}.html") == message_url(post.message_id)
+
+
+def test_messages_without_message_id_and_encoded_or_escaped_subjects(app, tmp_path):
+    posts = thread_posts()
+    # No Message-ID at all: Pipermail's article record names it by its number.
+    posts[1].message_id = None
+    posts[2].in_reply_to = None
+    # A subject encoded in the month file, shown decoded (and HTML-escaped) on the page.
+    posts[3].subject = "[Dev] Café <déjà> & co"
+    posts[3].subject_header = "=?utf-8?q?=5BDev=5D_Caf=C3=A9_=3Cd=C3=A9j=C3=A0=3E_=26_co?="
+    for database in (False, True):
+        folder = write_folder(tmp_path / f"dev{database}", posts, database=database)
+        assert "&lt;d" in (folder / f"{volume_of(posts[3])}" / "000004.html").read_text()
+        report = import_folder(app, folder)
+        assert any("5 pages, 4 mapped by Message-ID, 1 by date, author and subject, 0 unmapped" in line
+                   for line in report.summary()), report.summary()
+        browser = TestApp(app)
+        with prepare(registry=app.registry) as env:
+            messages = env["root"].lists[LIST].messages
+            no_id = [m for m in messages.values() if m.message_id_derived]
+            assert [m.subject for m in no_id] == ["[Dev] Release plans"]
+            no_id_url = f"http://localhost/list/{LIST}/message/{no_id[0].__name__}/"
+        assert moved(browser, "/pipermail/dev/x/000001.html") == no_id_url
+        assert moved(browser, "/pipermail/dev/x/000004.html") == message_url(posts[3].message_id)
+
+
+def test_scrubber_notices_of_every_form_are_read():
+    # The notices Mailman 2.1's scrubber wrote over its versions; a quoted
+    # notice or a link in a sentence does not hold the file.
+    base = "http://lists.example.org/pipermail/dev/attachments"
+    text = "\n".join([
+        "Hello.",
+        "-------------- next part --------------",
+        "A non-text attachment was scrubbed...",
+        "Name: chart.png", "Type: image/png", "Size: 12 bytes", "Desc: not available",
+        f"Url : {base}/20070305/0a1b2c3d/chart.png",
+        "-------------- next part --------------",
+        "An HTML attachment was scrubbed...",
+        f"URL: <{base}/20070305/0a1b2c3d/attachment.html>",
+        "-------------- next part --------------",
+        "An embedded message was scrubbed...",
+        "From: Jane <jane at example.org>", "Subject: forwarded", "Date: Mon, 5 Mar 2007", "Size: 900",
+        f"Url: {base}/20070305/0a1b2c3d/attachment.eml",
+        "-------------- next part --------------",
+        "A non-text attachment was scrubbed...",
+        "Name: My%20Notes.bin", "Type: application/octet-stream",
+        f"URL: <{base}/20070305/0a1b2c3d/My%20Notes.bin>",
+        f"> Url : {base}/20070101/deadbeef/quoted.bin",
+        f"See {base}/20070101/deadbeef/mentioned.bin for more.",
+        # A body is untrusted: no path out of attachments/.
+        f"Url : {base}/20070101/deadbeef/..%2F..%2F..%2Fsecret.txt",
+        f"Url : {base}/20070101/deadbeef/..",
+    ])
+    assert scrubbed_links(text) == {
+        "20070305/0a1b2c3d/chart.png": "image/png",
+        "20070305/0a1b2c3d/attachment.html": "text/html",
+        "20070305/0a1b2c3d/attachment.eml": None,
+        "20070305/0a1b2c3d/My Notes.bin": "application/octet-stream",
+    }
+
+
+def test_a_second_folder_does_not_report_the_first_ones_files(app, tmp_path):
+    import_folder(app, write_folder(tmp_path / "first", posts_with_attachments()))
+    later = [Post(number=40, subject="[Dev] Later", author="Jane Doe", email="jane@example.org",
+                  date=START + timedelta(days=300), message_id="later@example.org")]
+    summary = import_folder(app, write_folder(tmp_path / "second", later)).summary()
+    assert not any("not in the folder" in line for line in summary), summary
+    browser = TestApp(app)
+    first = posts_with_attachments()[2]
+    assert moved(browser, f"/pipermail/dev/attachments/{attachment_path(first, 0, 'chart.png')}").startswith(
+        message_url(first.message_id) + "attachment/")
+
+
+def test_pages_showing_encoded_words_match_by_date_author_and_subject(app, tmp_path):
+    # Some Pipermail pages show a subject whose charset Pipermail could not
+    # read as the encoded words it came in.
+    posts = thread_posts()
+    posts[3].subject = "[Dev] Café crème"
+    posts[3].subject_header = posts[3].page_subject = "=?utf-8?q?=5BDev=5D_Caf=C3=A9_cr=C3=A8me?="
+    folder = write_folder(tmp_path / "dev", posts, style="none")
+    report = import_folder(app, folder)
+    assert any("0 mapped by Message-ID, 5 by date, author and subject, 0 unmapped" in line
+               for line in report.summary()), report.summary()
+    assert moved(TestApp(app), "/pipermail/dev/x/000004.html") == message_url(posts[3].message_id)
+
+
+def test_a_kept_attachment_of_a_message_no_longer_anywhere_is_not_found(app, tmp_path):
+    posts = posts_with_attachments()
+    import_folder(app, write_folder(tmp_path / "dev", posts))
+    with prepare(registry=app.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        name = message_id_hash(posts[2].message_id)
+        delete_messages(mailing_list, [name], User("admin@example.org"))
+        del mailing_list.messages.tombstones[name]  # as an archive restored from before the import
+        transaction.commit()
+    TestApp(app).get(f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}", status=404)

@@ -14,7 +14,6 @@ and the pages left are matched against the whole archive once every batch
 is in (``PageMatcher.finish``).
 """
 
-import os
 import re
 import unicodedata
 from collections import Counter
@@ -27,11 +26,9 @@ from persistent import Persistent
 from repoze.catalog.query import Eq, InRange
 
 from kittypyr.catalog import search
-from kittypyr.mailboxes import pipermail_months
 from kittypyr.msgid import message_id_hash
-from kittypyr.pipermail.pages import read_folder
 
-__all__ = ["PageMatcher", "PipermailArchive", "matchers_for", "pipermail_archive"]
+__all__ = ["PageMatcher", "PipermailArchive", "pipermail_archive"]
 
 # Pipermail shows a subject without its leading "Re:" (and kittypyr keeps
 # what the month file says, which has lost it too); replies in other
@@ -51,9 +48,13 @@ class PipermailArchive(Persistent):
     ``numbers``: page number -> the Message-ID hash it stands for;
     ``unmapped``: page number -> the subject its page showed, for a page
     matched to no message; ``attachments``: a path below ``attachments/``
-    (``20070305/1a2b3c4d/attachment.bin``) -> the number of the page that
-    linked it.
+    (``20070305/1a2b3c4d/attachment.bin``) -> the number of the first page
+    that linked it; ``files``: such a path -> ``(message hash, attachment
+    index)`` of the file kept with its message (``kittypyr.pipermail.attachments``).
     """
+
+    # Made by the first import that keeps a folder's files.
+    files = None
 
     def __init__(self):
         self.numbers = IOBTree()
@@ -294,7 +295,8 @@ class PageMatcher:
         self.failures.clear()
         for number, page in sorted(self.pages.items()):
             for path in page.attachments:
-                if record.attachments.get(path) != number:
+                # A later page linking the same file quotes or resends it.
+                if path not in record.attachments:
                     record.attachments[path] = number
             why_not = self._decide(record, number)
             if number in self.how:
@@ -350,13 +352,3 @@ class PageMatcher:
 
 def _shown(message):
     return Shown.of(message.date, message.subject, message.sender_name, message.sender_address)
-
-
-def matchers_for(paths):
-    """A ``PageMatcher`` for each Pipermail archive folder among ``paths`` (with month files)."""
-    matchers = []
-    for path in paths:
-        path = os.fspath(path)
-        if os.path.isdir(path) and pipermail_months(path):
-            matchers.append(PageMatcher(path, read_folder(path)))
-    return matchers

@@ -19,19 +19,18 @@ import pickle
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from email.errors import HeaderParseError
+from email.header import decode_header, make_header
 from email.utils import parsedate_tz
 from urllib.parse import unquote_to_bytes
 
 from kittypyr.mail import message_id_of_header
+from kittypyr.mailboxes import pipermail_volume
 
-__all__ = ["Page", "read_folder", "volume_month"]
+__all__ = ["Page", "read_folder", "scrubbed_links"]
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
-_MONTH_NUMBERS = {name: number for number, name in enumerate(MONTHS, 1)}
 
 _PAGE_NAME = re.compile(r"^(\d{6,})\.html$")
-_VOLUME_MONTH = re.compile(r"^(\d{4})-(" + "|".join(MONTHS) + r")$")
 _CHARSET = re.compile(rb"<META[^>]*charset=(?:3D)?[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
 _H1 = re.compile(r"<H1>(.*?)</H1>", re.IGNORECASE | re.DOTALL)
 _TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.IGNORECASE | re.DOTALL)
@@ -44,6 +43,11 @@ _REPLY_ID = re.compile(r"[?&]In-Reply-To=([^&\"]*)", re.IGNORECASE)
 _BODY = re.compile(r"<!--beginarticle-->(.*?)<!--endarticle-->", re.DOTALL)
 # Scrubbed parts are linked from the body as .../<list>/attachments/<day>/<id>/<name>.
 _ATTACHMENT_LINK = re.compile(r"/attachments/(\d{8}/[0-9a-f]+/[^\s\"<>&]+)", re.IGNORECASE)
+# The scrubber's notice: its URL line, and the type line of a non-text part.
+_NOTICE_URL = re.compile(r"^\s*ur[li]\s*:", re.IGNORECASE)
+_NOTICE_TYPE = re.compile(r"^\s*Type:\s*([\w.+-]+/[\w.+-]+)", re.IGNORECASE)
+_NOTICE_START = "-------------- next part --------------"
+_HTML_NOTICE = "An HTML attachment was scrubbed"
 _TAG = re.compile(r"<[^>]*>")
 _SPACE = re.compile(r"\s+")
 # Zones whose offset a date's abbreviation says for sure; any other word
@@ -65,8 +69,9 @@ class Page:
     but its parent's in older pages, so it has to be confirmed (both are read
     as kittypyr reads a Message-ID header; '' when not shown). The date is
     ``local_time``, the naive time shown (the server's), and ``timestamp``
-    (UTC seconds) when its zone is certain. ``attachments`` are the paths
-    below ``attachments/`` that the body links.
+    (UTC seconds) when its zone is certain. ``attachments``: the paths
+    below ``attachments/`` that the body's scrubber notices link, each with
+    the type its notice says (see ``scrubbed_links``).
     """
 
     number: int
@@ -78,16 +83,46 @@ class Page:
     link_id: str = ""
     timestamp: float = None
     local_time: datetime = None
-    attachments: tuple = ()
+    attachments: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
 
 
-def volume_month(volume):
-    """``(year, month)`` for a monthly volume name such as ``2007-March``, else None."""
-    match = _VOLUME_MONTH.match(volume)
-    if match is None:
-        return None
-    return int(match.group(1)), _MONTH_NUMBERS[match.group(2)]
+def scrubbed_links(text):
+    """``{path below attachments/: content type or None}`` of the scrubber's notices in ``text``.
+
+    Only a notice's own URL line counts: a reply that quotes the notice
+    (``> URL: ...``) or mentions the link in a sentence does not hold the
+    file. The type is the notice's ``Type:`` line, ``text/html`` for an
+    HTML part's notice (which has none), else None.
+    """
+    links = {}
+    content_type = None
+    for line in (text or "").splitlines():
+        if line.startswith(_NOTICE_START):
+            content_type = None
+        elif line.startswith(_HTML_NOTICE):
+            content_type = "text/html"
+        elif (typed := _NOTICE_TYPE.match(line)) is not None:
+            content_type = typed.group(1).lower()
+        elif _NOTICE_URL.match(line):
+            for link in _ATTACHMENT_LINK.findall(line):
+                path = unquote_to_bytes(link).decode("utf-8", "replace")
+                # <day>/<folder>/<name>, the name without a leading dot (the
+                # scrubber strips them): a body is untrusted, and the import
+                # reads the file the path names.
+                if path.count("/") == 2 and not path.rsplit("/", 1)[1].startswith("."):
+                    links.setdefault(path, content_type)
+    return links
+
+
+def _decoded_words(text):
+    """``text`` with its RFC 2047 encoded words decoded: some Pipermail pages show them as they came."""
+    if "=?" not in text:
+        return text
+    try:
+        return _SPACE.sub(" ", str(make_header(decode_header(text)))).strip()
+    except (LookupError, UnicodeError, ValueError, HeaderParseError):
+        return text
 
 
 def _text(fragment):
@@ -129,15 +164,16 @@ def _read_date(text, volume, page):
         year, month, day, hour, minute, second = fields[:6]
     else:
         # Day and month names in the list's language: the numbers are
-        # still there, and the month is the volume's (Pipermail files a
-        # message under its own date).
+        # still there, and the month is the volume's where it has one
+        # (Pipermail files a message under its own date).
         match = _CLOCK.search(text)
-        known = volume_month(volume)
-        if match is None or known is None:
+        span = pipermail_volume(volume)
+        last = span[1] - timedelta(days=1) if span is not None else None
+        if match is None or span is None or span[0].month != last.month:
             page.problems.append(f"date not understood: {text!r}")
             return
         day, hour, minute, second, year = (int(g) for g in match.groups())
-        month = known[1]
+        month = span[0].month
     try:
         local = datetime(year, month, day, hour, minute, min(second, 59))
     except ValueError:
@@ -155,11 +191,11 @@ def read_page(data, number, volume):
     heading = _H1.search(text) or _TITLE.search(text)
     start = 0
     if heading is not None:
-        page.subject = _text(heading.group(1))
+        page.subject = _decoded_words(_text(heading.group(1)))
         start = heading.end()
     author = _AUTHOR.search(text, start)
     if author is not None:
-        page.author = _text(author.group(1))
+        page.author = _decoded_words(_text(author.group(1)))
         start = author.end()
     address = _ADDRESS.search(text, start)
     if address is not None:
@@ -173,9 +209,7 @@ def read_page(data, number, volume):
         page.problems.append("no date")
     body = _BODY.search(text, start)
     if body is not None:
-        seen = dict.fromkeys(unquote_to_bytes(link).decode("utf-8", "replace")
-                             for link in _ATTACHMENT_LINK.findall(html.unescape(body.group(1))))
-        page.attachments = tuple(seen)
+        page.attachments = scrubbed_links(html.unescape(_TAG.sub("", body.group(1))))
     return page
 
 
@@ -229,8 +263,8 @@ def _article(data, volume):
     except (TypeError, ValueError):
         return None
     page = Page(number, volume)
-    page.subject = _SPACE.sub(" ", _string(state.get("subject"))).strip()
-    page.author = _SPACE.sub(" ", _string(state.get("author"))).strip()
+    page.subject = _decoded_words(_SPACE.sub(" ", _string(state.get("subject"))).strip())
+    page.author = _decoded_words(_SPACE.sub(" ", _string(state.get("author"))).strip())
     page.email = _string(state.get("email")).strip()
     header = _string(state.get("_message_id"))
     stripped = _string(state.get("msgid"))

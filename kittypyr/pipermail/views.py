@@ -15,21 +15,24 @@ the list, as any page inside the list would.
 """
 
 import re
+from datetime import timedelta
 
 from pyramid.httpexceptions import HTTPForbidden, HTTPMovedPermanently, HTTPNotFound
 from pyramid.renderers import render_to_response
 from pyramid.view import view_config
 
-from kittypyr.exports import SUFFIX, month_export_url
+from kittypyr.exports import SUFFIX, month_export_url, range_export_url
 from kittypyr.pipermail.mapping import pipermail_archive, subject_key
-from kittypyr.pipermail.pages import volume_month
+from kittypyr.mailboxes import pipermail_volume
 from kittypyr.resources import Archive, MailingList
 from kittypyr.resources.browsing import Month, Year
+from kittypyr.views.presentation import file_label
 from kittypyr.views.threads import attachment_url
 
 _MESSAGE_PAGE = re.compile(r"^(\d{6,})\.html$")
-_MONTH_TEXT = re.compile(r"^(\d{4}-[A-Za-z]+)\.txt(?:\.gz)?$")
+_VOLUME_TEXT = re.compile(r"^([\w-]+)\.txt(?:\.gz)?$")
 _VOLUME_INDEXES = ("", "date.html", "thread.html", "subject.html", "author.html", "index.html")
+WEEK = timedelta(days=7)
 # A list prefix such as "[Dev]" says nothing a search of the list needs.
 _LIST_PREFIX = re.compile(r"^\s*\[[^\]]*\]\s*")
 
@@ -123,12 +126,9 @@ def archive_redirect(request, mailing_list, rest):
     first = rest[0]
     if first == "attachments" and len(rest) >= 4:
         return _attachment(request, mailing_list, record, "/".join(rest[1:]))
-    text = _MONTH_TEXT.match(first)
+    text = _VOLUME_TEXT.match(first)
     if text is not None and len(rest) == 1:
-        known = volume_month(text.group(1))
-        if known is None:
-            raise HTTPNotFound()
-        return _moved(month_export_url(request, _month(mailing_list, *known)))
+        return _volume_export(request, mailing_list, text.group(1))
     if len(rest) == 2:
         page = _MESSAGE_PAGE.match(rest[1])
         if page is not None:
@@ -138,16 +138,51 @@ def archive_redirect(request, mailing_list, rest):
                 return missing_message(request, mailing_list, number)
             return _to_message(request, mailing_list, number, message_hash)
     if len(rest) <= 2 and (len(rest) == 1 or rest[1] in _VOLUME_INDEXES):
-        known = volume_month(first)
-        if known is not None:
-            return _moved(request.resource_url(_month(mailing_list, *known)))
-        if len(first) == 4 and first.isdigit():
-            return _moved(request.resource_url(Year(mailing_list, int(first))))
+        span = pipermail_volume(first)
+        if span is not None:
+            return _moved(request.resource_url(_volume_page(mailing_list, *span)))
     raise HTTPNotFound()
 
 
+def _one_month(first, after):
+    last = after - timedelta(days=1)
+    return (first.year, first.month) == (last.year, last.month)
+
+
+def _volume_page(mailing_list, first, after):
+    """The page of a volume: the month a month, week or day starts in; the year of a quarter or a year."""
+    if after - first <= WEEK or _one_month(first, after):
+        return _month(mailing_list, first.year, first.month)
+    return Year(mailing_list, first.year)
+
+
+def _volume_export(request, mailing_list, volume):
+    """``<volume>.txt`` and ``.txt.gz``: the export of the volume's days (a month's as the month page links it)."""
+    span = pipermail_volume(volume)
+    if span is None:
+        raise HTTPNotFound()
+    first, after = span
+    if after - first > WEEK and _one_month(first, after):
+        return _moved(month_export_url(request, _month(mailing_list, first.year, first.month)))
+    return _moved(range_export_url(request, mailing_list, volume, first, after))
+
+
 def _attachment(request, mailing_list, record, path):
-    """A scrubbed attachment's link: the attachment where the archive holds it, else its message."""
+    """A scrubbed attachment's link: the attachment where the archive holds it, else its message.
+
+    A file the import kept (``PipermailArchive.files``) is named by its
+    message's hash and its index alone, so a deleted message's answers 410
+    and a private list's 403 at the target, as any attachment's would.
+    """
+    place = record.files.get(path) if record is not None and record.files is not None else None
+    if place is not None:
+        message_hash, index = place
+        try:
+            message = mailing_list.messages[message_hash]
+        except KeyError:  # neither archived nor deleted: a record older than the archive
+            raise HTTPNotFound() from None
+        name = file_label(path.rsplit("/", 1)[-1])
+        return _moved(request.resource_url(message, "attachment", str(index), name))
     number = record.attachments.get(path) if record is not None else None
     message_hash = record.numbers.get(number) if number is not None else None
     if message_hash is None:

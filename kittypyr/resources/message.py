@@ -83,8 +83,12 @@ class Attachment(Persistent):
     """One MIME part kept as bytes in a ZODB blob.
 
     ``index`` is the part's position in the message's MIME walk, which is
-    also its stable name in URLs.
+    also its stable name in URLs. An attachment a Pipermail folder kept
+    apart from its mail has ``pipermail_path``, its path in that folder's
+    ``attachments/``, and an index from 1000 on.
     """
+
+    pipermail_path = None
 
     def __init__(self, index, filename, content_type, data, jar=None):
         self.__name__ = str(index)

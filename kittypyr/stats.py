@@ -93,9 +93,10 @@ class ListActivity(Persistent):
         self.month_by_activity.pop((month, -last, key), None)
         _add(self.month_threads, month, -1)
 
-    def active_thread_keys(self, start=0, size=10):
-        """Keys of the threads from the ``start``-th, latest activity first."""
-        return [key for _, key in itertools.islice(self.by_activity.keys(), start, start + size)]
+    def active_thread_keys(self, start=0, size=10, skip=()):
+        """Keys of the threads from the ``start``-th, latest activity first, leaving out the keys in ``skip``."""
+        keys = (key for _, key in self.by_activity.keys() if key not in skip)
+        return list(itertools.islice(keys, start, start + size))
 
     def largest_thread_keys(self, limit=10):
         """Keys of the threads with the most messages, most first (of two, the latest active)."""

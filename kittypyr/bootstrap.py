@@ -66,8 +66,8 @@ def merge_concurrent_changes(archive):
         people.posts = converted(people.posts, KeyedCounts)
 
 
-def add_thread_orders(archive):
-    """Version 6: each list's threads in the orders its pages show them (kittypyr.stats).
+def add_list_orders(archive):
+    """Version 6: each list's threads and senders in the orders its pages show them (kittypyr.stats).
 
     Every thread is read once; messages only where the catalog says they
     carry an attachment.
@@ -75,17 +75,17 @@ def add_thread_orders(archive):
     from repoze.catalog.query import Eq
 
     from kittypyr.catalog import search
-    from kittypyr.stats import add_thread_orders as add_to_list
+    from kittypyr.stats import add_orders
 
     for mailing_list in archive.lists.values():
         _, with_attachments = search(archive, Eq("list", mailing_list.address) & Eq("has_attachment", True))
-        add_to_list(mailing_list, with_attachments)
+        add_orders(mailing_list, with_attachments)
 
 
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
-                merge_concurrent_changes, add_thread_orders]
+                merge_concurrent_changes, add_list_orders]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -41,7 +41,7 @@ CHECK_ACTOR = SimpleNamespace(address="kittypyr-check", name="kittypyr check --r
 # ListActivity's records, each a mapping a recount must give again.
 ACTIVITY_RECORDS = ("per_day", "per_month", "sender_days", "sender_names", "thread_days",
                     "participants", "thread_starts", "thread_ranks", "by_activity", "by_size",
-                    "month_by_activity", "month_threads", "thread_attachments")
+                    "month_by_activity", "month_threads", "thread_attachments", "sender_bands")
 
 
 @dataclass

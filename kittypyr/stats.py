@@ -43,10 +43,10 @@ class ListActivity(Persistent):
         self.thread_days = KeyedCounts()  # ('YYYY-MM-DD', thread key) -> messages
         self.participants = Counts()  # address -> messages, all time
         self.thread_starts = OOBTree()  # (start timestamp, thread key) -> None
-        self.add_thread_orders()
+        self.add_orders()
 
-    def add_thread_orders(self):
-        """The orders pages list threads in, each read from its front (see ``file_thread``)."""
+    def add_orders(self):
+        """The orders pages list threads and senders in, each read from its front (see ``file_thread``)."""
         # A BTree is cheap to read from its first key onwards and costly
         # backwards (each step back walks its buckets from the first), so
         # what a page shows first sorts first: newest and largest negated.
@@ -56,6 +56,11 @@ class ListActivity(Persistent):
         self.month_by_activity = OOBTree()  # (month started, -last active, thread key) -> None
         self.month_threads = Counts()  # 'YYYY-MM' -> threads started that month
         self.thread_attachments = Counts()  # thread key -> its messages with attachments
+        # (-band, address) -> None for senders of SENDER_BAND_FLOOR messages or
+        # more, band the bit length of their count: it changes at a power of
+        # two only, so that two writers counting one sender's messages at once
+        # (which ``participants`` merges) seldom both move the sender.
+        self.sender_bands = OOBTree()
 
     def thread_started(self, thread):
         self.thread_starts[_start_key(thread)] = None
@@ -145,7 +150,7 @@ class ListActivity(Persistent):
         address = message.sender_address
         if address:
             _add(self.sender_days, (day, address), 1)
-            _add(self.participants, address, 1)
+            self._count_sender(address, 1)
             if message.sender_name and self.sender_names.get(address) != message.sender_name:
                 self.sender_names[address] = message.sender_name
         _add(self.thread_days, (day, message.thread), 1)
@@ -160,13 +165,23 @@ class ListActivity(Persistent):
         address = message.sender_address
         if address:
             _add(self.sender_days, (day, address), -1)
-            _add(self.participants, address, -1)
+            self._count_sender(address, -1)
             if address not in self.participants:
                 # Their last message here is gone: so is their name.
                 self.sender_names.pop(address, None)
         _add(self.thread_days, (day, thread_key or message.thread), -1)
         if message.attachments:
             _add(self.thread_attachments, thread_key or message.thread, -1)
+
+    def _count_sender(self, address, delta):
+        before = self.participants.get(address, 0)
+        _add(self.participants, address, delta)
+        band, new_band = _band(before), _band(before + delta)
+        if band != new_band:
+            if band:
+                self.sender_bands.pop((-band, address), None)
+            if new_band:
+                self.sender_bands[(-new_band, address)] = None
 
     def moved(self, message, old_thread_key):
         """Count ``message`` for its new thread, no longer for ``old_thread_key``."""
@@ -216,10 +231,22 @@ class ListActivity(Persistent):
     def top_senders_ever(self, limit=10):
         """[(address, display name, messages)] most messages first, over the whole archive.
 
-        Ranked from ``participants`` (one entry per sender): the list's
-        senders, never its messages.
+        Read from the front of ``sender_bands`` down to the band that holds
+        the ``limit``-th sender: neither the list's messages nor all of its
+        senders. A list with fewer such senders ranks all of ``participants``.
         """
-        ranked = heapq.nsmallest(limit, self.participants.items(), key=lambda item: (-item[1], item[0]))
+        candidates, last_band = [], None
+        for band, address in self.sender_bands.keys():
+            if len(candidates) >= limit and band != last_band:
+                break
+            candidates.append(address)
+            last_band = band
+        counts = self.participants
+        if len(candidates) < limit:
+            ranked = heapq.nsmallest(limit, counts.items(), key=lambda item: (-item[1], item[0]))
+        else:
+            ranked = sorted(((address, counts[address]) for address in candidates),
+                            key=lambda item: (-item[1], item[0]))[:limit]
         return [(address, self.sender_names.get(address, ""), count) for address, count in ranked]
 
     def months(self):
@@ -240,6 +267,15 @@ def _rank_of(thread):
     if thread.date_started is None or thread.last_date is None:
         return None
     return (month_of(thread.date_started), int(thread.last_date.timestamp()), len(thread))
+
+
+# Senders with fewer messages are ranked by ``participants`` alone.
+SENDER_BAND_FLOOR = 16
+
+
+def _band(count):
+    """The band of a sender's message count: its bit length, 0 below SENDER_BAND_FLOOR."""
+    return count.bit_length() if count >= SENDER_BAND_FLOOR else 0
 
 
 def _last_key(tree):
@@ -276,8 +312,8 @@ COUNT_TREES = {"per_day": Counts, "per_month": Counts, "sender_days": KeyedCount
                "thread_days": KeyedCounts, "participants": Counts}
 
 
-def add_thread_orders(mailing_list, messages_with_attachments):
-    """Give an older list's activity its thread orders, filled from its threads.
+def add_orders(mailing_list, messages_with_attachments):
+    """Give an older list's activity its orders of threads and senders, filled from its threads and counts.
 
     Each thread is read once; of the messages, only
     ``messages_with_attachments`` (the list's, found by the caller).
@@ -285,9 +321,12 @@ def add_thread_orders(mailing_list, messages_with_attachments):
     activity = getattr(mailing_list, "activity", None)
     if activity is None or getattr(activity, "thread_ranks", None) is not None:
         return
-    activity.add_thread_orders()
+    activity.add_orders()
     for thread in mailing_list.threads.values():
         activity.file_thread(thread)
+    for address, count in activity.participants.items():
+        if _band(count):
+            activity.sender_bands[(-_band(count), address)] = None
     for message in messages_with_attachments:
         _add(activity.thread_attachments, message.thread, 1)
 

@@ -16,7 +16,7 @@ message), and prints their p50 and the server's CPU time per request side
 and the records each loads from the storage with an emptied cache (a
 figure the machine's load does not change), side by side, with the ratio
 of the last folder to the first; then the time each archive took to open
-(an upgrade included) and each server's RSS.
+(an upgrade included) and each server's RSS once started and after the run.
 """
 
 import argparse
@@ -173,10 +173,11 @@ def time_existing(folders, requests):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_for_port(port, timeout=600, process=server)
+            started_rss = rss_mb(server.pid)
             figures = {}
             for kind, url in pages.items():
                 figures[kind] = (*timed(port, url, requests, server.pid), loaded[kind])
-            columns.append((folder.name, figures, opening, rss_mb(server.pid)))
+            columns.append((folder.name, figures, opening, started_rss, rss_mb(server.pid)))
         finally:
             server.terminate()
             server.wait(timeout=60)
@@ -192,8 +193,9 @@ def time_existing(folders, requests):
               + "".join(f" {loads:10d}" for _, _, loads in row)
               + f" {last[kind][0] / first[kind][0]:6.2f} {last[kind][1] / max(first[kind][1], 0.1):6.2f}"
               f" {last[kind][2] / max(first[kind][2], 1):7.2f}")
-    for name, _, opening, rss in columns:
-        print(f"{name}: opened (and upgraded, if older) in {opening:.1f} s; server RSS after the run {rss:.0f} MB")
+    for name, _, opening, started_rss, rss in columns:
+        print(f"{name}: opened (and upgraded, if older) in {opening:.1f} s; server RSS {started_rss:.0f} MB started, "
+              f"{rss:.0f} MB after the run")
     print(f"machine load at the end {os.getloadavg()[0]:.1f}")
 
 

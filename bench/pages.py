@@ -11,11 +11,12 @@ largest thread and a message page, then the server's RSS.
 ``--existing`` imports nothing: it serves each folder as it is (an archive
 in DIR/var, as ``--data`` and bench/search.py leave them, upgraded at
 start-up if it is older), times the same kinds of page in each (the list
-pages, the busiest month and its year, the largest thread and its first
-message), and prints their p50 and the server's CPU time per request side
-and the records each loads from the storage with an emptied cache (a
-figure the machine's load does not change), side by side, with the ratio
-of the last folder to the first; then the time each archive took to open
+overview, its threads by activity and by popularity, its API thread list,
+the busiest month and its year, the largest thread and its first
+message), and prints side by side their p50, the server's CPU time per
+request and the records each loads from the storage with an emptied cache
+(a figure the machine's load does not change), with the ratios of the last
+folder to the first; then the time each archive took to open
 (an upgrade included) and each server's RSS once started and after the run.
 """
 
@@ -83,6 +84,7 @@ def pick_pages(config):
             "index": "/",
             "list overview": path(mailing_list),
             "threads by activity": path(mailing_list, "threads"),
+            "threads by popularity": path(mailing_list, "threads") + "?sort=popularity",
             "year": path(mailing_list[year]),
             "busiest month": month_page,
             "busiest month by start": month_page + "?sort=start",

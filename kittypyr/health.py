@@ -157,9 +157,12 @@ class Checker:
         where = resource_path(mailing_list)
         expected = ListActivity()
         attachments = 0
+        names_used = collections.defaultdict(set)  # address -> every display name it sent under
         for message in mailing_list.messages.values():
             expected.record(message)
             attachments += len(message.attachments)
+            if message.sender_address and message.sender_name:
+                names_used[message.sender_address].add(message.sender_name)
         for thread in mailing_list.threads.values():
             if thread.date_started is not None:
                 expected.thread_started(thread)
@@ -169,6 +172,11 @@ class Checker:
         for name in ACTIVITY_RECORDS:
             have = dict(getattr(activity, name, {}).items())
             want = dict(getattr(expected, name).items())
+            if name == "sender_names":
+                # The name kept is the one the sender's last archived message
+                # bore, which a recount cannot tell: any name they used is right.
+                want = {address: have[address] if have.get(address) in names_used[address] else kept
+                        for address, kept in want.items()}
             if have != want:
                 # Orders map their keys to None: a missing key is told apart from one holding None.
                 keys = sorted((k for k in set(have) | set(want) if have.get(k, _NONE) != want.get(k, _NONE)),

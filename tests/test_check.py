@@ -160,6 +160,24 @@ def test_damage_is_found_and_repaired(site, kind):
     assert "everything agrees" in again.stdout
 
 
+def test_a_sender_who_changed_names_passes(tmp_path):
+    app = make_app(tmp_path)
+    # Archived in the order opposite to the messages' names, which a recount follows.
+    ids = sorted(("<alias1@example.org>", "<alias2@example.org>"), key=message_id_hash, reverse=True)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for message_id, name in zip(ids, ("Alan Cox", "Alan")):
+            archive_message(mailing_list, make_message(message_id=message_id, sender=(name, "alan@example.org"),
+                                                       date=START), registry=app.registry)
+        transaction.commit()
+    app.registry._zodb_databases[""].close()
+    config = write_config(tmp_path, uri=f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs")
+
+    result = kittypyr("check", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "everything agrees" in result.stdout
+
+
 def read(folder, *paths):
     app = make_app(folder)
     try:

@@ -74,10 +74,26 @@ def add_login_failures(archive):
         archive.login_failures = AgeingCounts()
 
 
+def add_list_orders(archive):
+    """Version 7: each list's threads and senders in the orders its pages show them (kittypyr.stats).
+
+    Every thread is read once; messages only where the catalog says they
+    carry an attachment.
+    """
+    from repoze.catalog.query import Eq
+
+    from kittypyr.catalog import search
+    from kittypyr.stats import add_orders
+
+    for mailing_list in archive.lists.values():
+        _, with_attachments = search(archive, Eq("list", mailing_list.address) & Eq("has_attachment", True))
+        add_orders(mailing_list, with_attachments)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
-                merge_concurrent_changes, add_login_failures]
+                merge_concurrent_changes, add_login_failures, add_list_orders]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -7,6 +7,7 @@ resolution merges those).
 """
 
 import heapq
+import itertools
 from datetime import date, datetime, timedelta, timezone
 
 from BTrees.OOBTree import OOBTree
@@ -16,6 +17,7 @@ from kittypyr.events import (
     IMessageArchived,
     IMessageMoved,
     IObjectAdded,
+    IObjectModified,
     IObjectWillBeRemoved,
     IThreadRestarted,
 )
@@ -41,6 +43,24 @@ class ListActivity(Persistent):
         self.thread_days = KeyedCounts()  # ('YYYY-MM-DD', thread key) -> messages
         self.participants = Counts()  # address -> messages, all time
         self.thread_starts = OOBTree()  # (start timestamp, thread key) -> None
+        self.add_orders()
+
+    def add_orders(self):
+        """The orders pages list threads and senders in, each read from its front (see ``file_thread``)."""
+        # A BTree is cheap to read from its first key onwards and costly
+        # backwards (each step back walks its buckets from the first), so
+        # what a page shows first sorts first: newest and largest negated.
+        self.thread_ranks = OOBTree()  # thread key -> (month started, last active timestamp, messages)
+        self.by_activity = OOBTree()  # (-last active, thread key) -> None
+        self.by_size = OOBTree()  # (-messages, -last active, thread key) -> None
+        self.month_by_activity = OOBTree()  # (month started, -last active, thread key) -> None
+        self.month_threads = Counts()  # 'YYYY-MM' -> threads started that month
+        self.thread_attachments = Counts()  # thread key -> its messages with attachments
+        # (-band, address) -> None for senders of SENDER_BAND_FLOOR messages or
+        # more, band the bit length of their count: it changes at a power of
+        # two only, so that two writers counting one sender's messages at once
+        # (which ``participants`` merges) seldom both move the sender.
+        self.sender_bands = OOBTree()
 
     def thread_started(self, thread):
         self.thread_starts[_start_key(thread)] = None
@@ -49,18 +69,78 @@ class ListActivity(Persistent):
         """Forget ``thread``'s start (``start``, if it is not its present one)."""
         self.thread_starts.pop(_start_key(thread, start), None)
 
+    def file_thread(self, thread):
+        """Rank ``thread`` by its present start, last activity and size; write nothing if they are unchanged."""
+        key = thread.__name__
+        rank = _rank_of(thread)
+        filed = self.thread_ranks.get(key)
+        if filed == rank:
+            return
+        if filed is not None:
+            self.unfile_thread(key)
+        if rank is None:
+            return
+        month, last, size = rank
+        self.thread_ranks[key] = rank
+        self.by_activity[(-last, key)] = None
+        self.by_size[(-size, -last, key)] = None
+        self.month_by_activity[(month, -last, key)] = None
+        _add(self.month_threads, month, 1)
+
+    def unfile_thread(self, key):
+        """Take the thread named ``key`` out of the thread orders."""
+        filed = self.thread_ranks.pop(key, None)
+        if filed is None:
+            return
+        month, last, size = filed
+        self.by_activity.pop((-last, key), None)
+        self.by_size.pop((-size, -last, key), None)
+        self.month_by_activity.pop((month, -last, key), None)
+        _add(self.month_threads, month, -1)
+
+    def active_thread_keys(self, start=0, size=10, skip=()):
+        """Keys of the threads from the ``start``-th, latest activity first, leaving out the keys in ``skip``."""
+        keys = (key for _, key in self.by_activity.keys() if key not in skip)
+        return list(itertools.islice(keys, start, start + size))
+
+    def largest_thread_keys(self, limit=10):
+        """Keys of the threads with the most messages, most first (of two, the latest active)."""
+        return [entry[-1] for entry in itertools.islice(self.by_size.keys(), limit)]
+
+    def month_thread_count(self, month):
+        """How many threads started in ``month`` ('YYYY-MM')."""
+        return self.month_threads.get(month, 0)
+
+    def month_thread_keys(self, month, start, size, by_start=False):
+        """Keys of the threads started in ``month`` from the ``start``-th: latest activity first,
+        or with ``by_start`` the first started first."""
+        if by_start:
+            first = datetime(int(month[:4]), int(month[5:]), 1, tzinfo=timezone.utc)
+            following = (first + timedelta(days=31)).replace(day=1)
+            keys = self.thread_starts.keys(min=(int(first.timestamp()), ""),
+                                           max=(int(following.timestamp()), ""), excludemax=True)
+        else:
+            keys = self.month_by_activity.keys(min=(month,), max=(month + HIGHEST,))
+        return [entry[-1] for entry in itertools.islice(keys, start, start + size)]
+
+    def has_attachment(self, thread_key):
+        return thread_key in self.thread_attachments
+
     def newest_thread_keys(self, limit=10):
         """Keys of the threads started last, newest first."""
-        keys = self.thread_starts.keys()
-        count = len(keys)
-        return [keys[i][1] for i in range(count - 1, max(count - 1 - limit, -1), -1)]
+        found = []
+        entry = _last_key(self.thread_starts)
+        while entry is not None and len(found) < limit:
+            found.append(entry[1])
+            entry = _key_before(self.thread_starts, entry)
+        return found
 
     def neighbours(self, thread):
         """``(older key, newer key)``: the threads started just before and after ``thread``."""
         key = _start_key(thread)
-        before = self.thread_starts.keys(max=key, excludemax=True)
-        after = self.thread_starts.keys(min=key, excludemin=True)
-        return (before[-1][1] if len(before) else None), (after[0][1] if len(after) else None)
+        before = _key_before(self.thread_starts, key)
+        after = next(iter(self.thread_starts.keys(min=key, excludemin=True)), None)
+        return (before[1] if before else None), (after[1] if after else None)
 
     def record(self, message):
         day = day_of(message.date)
@@ -70,10 +150,12 @@ class ListActivity(Persistent):
         address = message.sender_address
         if address:
             _add(self.sender_days, (day, address), 1)
-            _add(self.participants, address, 1)
+            self._count_sender(address, 1)
             if message.sender_name and self.sender_names.get(address) != message.sender_name:
                 self.sender_names[address] = message.sender_name
         _add(self.thread_days, (day, message.thread), 1)
+        if message.attachments:
+            _add(self.thread_attachments, message.thread, 1)
 
     def forget(self, message, thread_key=None):
         """Take a deleted message out of every count (it was recorded under ``thread_key``)."""
@@ -83,17 +165,32 @@ class ListActivity(Persistent):
         address = message.sender_address
         if address:
             _add(self.sender_days, (day, address), -1)
-            _add(self.participants, address, -1)
+            self._count_sender(address, -1)
             if address not in self.participants:
                 # Their last message here is gone: so is their name.
                 self.sender_names.pop(address, None)
         _add(self.thread_days, (day, thread_key or message.thread), -1)
+        if message.attachments:
+            _add(self.thread_attachments, thread_key or message.thread, -1)
+
+    def _count_sender(self, address, delta):
+        before = self.participants.get(address, 0)
+        _add(self.participants, address, delta)
+        band, new_band = _band(before), _band(before + delta)
+        if band != new_band:
+            if band:
+                self.sender_bands.pop((-band, address), None)
+            if new_band:
+                self.sender_bands[(-new_band, address)] = None
 
     def moved(self, message, old_thread_key):
         """Count ``message`` for its new thread, no longer for ``old_thread_key``."""
         day = day_of(message.date)
         _add(self.thread_days, (day, old_thread_key), -1)
         _add(self.thread_days, (day, message.thread), 1)
+        if message.attachments:
+            _add(self.thread_attachments, old_thread_key, -1)
+            _add(self.thread_attachments, message.thread, 1)
 
     def daily_counts(self, end, days):
         """[(date, count)] for the ``days`` days up to and including ``end``."""
@@ -134,10 +231,22 @@ class ListActivity(Persistent):
     def top_senders_ever(self, limit=10):
         """[(address, display name, messages)] most messages first, over the whole archive.
 
-        Ranked from ``participants`` (one entry per sender): the list's
-        senders, never its messages.
+        Read from the front of ``sender_bands`` down to the band that holds
+        the ``limit``-th sender: neither the list's messages nor all of its
+        senders. A list with fewer such senders ranks all of ``participants``.
         """
-        ranked = heapq.nsmallest(limit, self.participants.items(), key=lambda item: (-item[1], item[0]))
+        candidates, last_band = [], None
+        for band, address in self.sender_bands.keys():
+            if len(candidates) >= limit and band != last_band:
+                break
+            candidates.append(address)
+            last_band = band
+        counts = self.participants
+        if len(candidates) < limit:
+            ranked = heapq.nsmallest(limit, counts.items(), key=lambda item: (-item[1], item[0]))
+        else:
+            ranked = sorted(((address, counts[address]) for address in candidates),
+                            key=lambda item: (-item[1], item[0]))[:limit]
         return [(address, self.sender_names.get(address, ""), count) for address, count in ranked]
 
     def months(self):
@@ -147,6 +256,48 @@ class ListActivity(Persistent):
 
 def _start_key(thread, start=None):
     return (int((start or thread.date_started).timestamp()), thread.__name__)
+
+
+# Above any thread key (Message-ID hashes are ASCII): the end of a range of keys.
+HIGHEST = "\uffff"
+
+
+def _rank_of(thread):
+    """``(month started, last active timestamp, messages)`` of ``thread``, or None while it has no date."""
+    if thread.date_started is None or thread.last_date is None:
+        return None
+    return (month_of(thread.date_started), int(thread.last_date.timestamp()), len(thread))
+
+
+# Senders with fewer messages are ranked by ``participants`` alone.
+SENDER_BAND_FLOOR = 16
+
+
+def _band(count):
+    """The band of a sender's message count: its bit length, 0 below SENDER_BAND_FLOOR."""
+    return count.bit_length() if count >= SENDER_BAND_FLOOR else 0
+
+
+def _last_key(tree):
+    return tree.maxKey() if tree else None
+
+
+def _key_before(tree, key):
+    """The largest ``(timestamp, thread key)`` of ``tree`` below ``key``, or None.
+
+    Found from the top of the tree down (``maxKey``), never by stepping
+    back through its buckets, which loads every bucket before ``key``.
+    """
+    seconds, _ = key
+    same_second = None
+    for same_second in tree.keys(min=(seconds, ""), max=key, excludemax=True):
+        pass
+    if same_second is not None:
+        return same_second
+    try:
+        return tree.maxKey((seconds - 1, HIGHEST))
+    except ValueError:
+        return None
 
 
 def _add(tree, key, delta):
@@ -159,6 +310,25 @@ def _add(tree, key, delta):
 
 COUNT_TREES = {"per_day": Counts, "per_month": Counts, "sender_days": KeyedCounts,
                "thread_days": KeyedCounts, "participants": Counts}
+
+
+def add_orders(mailing_list, messages_with_attachments):
+    """Give an older list's activity its orders of threads and senders, filled from its threads and counts.
+
+    Each thread is read once; of the messages, only
+    ``messages_with_attachments`` (the list's, found by the caller).
+    """
+    activity = getattr(mailing_list, "activity", None)
+    if activity is None or getattr(activity, "thread_ranks", None) is not None:
+        return
+    activity.add_orders()
+    for thread in mailing_list.threads.values():
+        activity.file_thread(thread)
+    for address, count in activity.participants.items():
+        if _band(count):
+            activity.sender_bands[(-_band(count), address)] = None
+    for message in messages_with_attachments:
+        _add(activity.thread_attachments, message.thread, 1)
 
 
 def merge_concurrent_counts(mailing_list):
@@ -183,13 +353,25 @@ def on_message_archived(event):
 
 
 def on_thread_added(event):
-    if isinstance(event.object, Thread) and event.object.date_started is not None:
-        activity_of(event.object.mailing_list).thread_started(event.object)
+    if isinstance(event.object, Thread):
+        activity = activity_of(event.object.mailing_list)
+        if event.object.date_started is not None:
+            activity.thread_started(event.object)
+        activity.file_thread(event.object)
+
+
+def on_thread_modified(event):
+    """A thread that grew, shrank or changed its dates moves in the thread orders."""
+    if isinstance(event.object, Thread) and event.object.__parent__ is not None:
+        activity_of(event.object.mailing_list).file_thread(event.object)
 
 
 def on_thread_removed(event):
-    if isinstance(event.object, Thread) and event.object.date_started is not None:
-        activity_of(event.object.mailing_list).thread_gone(event.object)
+    if isinstance(event.object, Thread):
+        activity = activity_of(event.object.mailing_list)
+        if event.object.date_started is not None:
+            activity.thread_gone(event.object)
+        activity.unfile_thread(event.object.__name__)
 
 
 def on_message_removed(event):
@@ -210,6 +392,7 @@ def on_thread_restarted(event):
         activity.thread_gone(thread, event.old_start)
     if thread.date_started is not None:
         activity.thread_started(thread)
+    activity.file_thread(thread)
 
 
 def rebuild_activity(mailing_list):
@@ -220,6 +403,7 @@ def rebuild_activity(mailing_list):
     for thread in mailing_list.threads.values():
         if thread.date_started is not None:
             activity.thread_started(thread)
+        activity.file_thread(thread)
 
 
 def today():
@@ -262,6 +446,7 @@ def window_of(activity, day, days=WINDOW_DAYS):
 def includeme(config):
     config.add_subscriber(on_message_archived, IMessageArchived)
     config.add_subscriber(on_thread_added, IObjectAdded)
+    config.add_subscriber(on_thread_modified, IObjectModified)
     config.add_subscriber(on_thread_removed, IObjectWillBeRemoved)
     config.add_subscriber(on_message_removed, IObjectWillBeRemoved)
     config.add_subscriber(on_message_moved, IMessageMoved)

@@ -21,9 +21,9 @@ from pyramid.traversal import find_root
 from kittypyr.catalog import catalogued_in
 from kittypyr.events import IObjectModified, IObjectWillBeRemoved
 from kittypyr.people import people_of
-from kittypyr.queries import threads_by_activity
 from kittypyr.resources import Message
 from kittypyr.resources.community import HIGHEST, MessageTally
+from kittypyr.stats import activity_of
 
 UP, RETRACT, DOWN = 1, 0, -1
 VALUES = (UP, RETRACT, DOWN)
@@ -172,7 +172,8 @@ def popular_threads(mailing_list, start, size):
     middle_start = max(0, start - len(top))
     middle_end = max(0, min(end - len(top), middle_size))
     if middle_end > middle_start:
-        page += threads_by_activity(mailing_list, middle_start, middle_end - middle_start, skip=set(totals))
+        page += mailing_list.threads.named(activity_of(mailing_list).active_thread_keys(
+            middle_start, middle_end - middle_start, skip=set(totals)))
     bottom_start = max(0, start - len(top) - middle_size)
     bottom_end = max(0, end - len(top) - middle_size)
     if bottom_end > bottom_start:

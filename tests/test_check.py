@@ -97,6 +97,13 @@ def wrong_aggregates(archive, mailing_list):
     mailing_list.attachment_count.change(2)
 
 
+def wrong_thread_orders(archive, mailing_list):
+    activity = activity_of(mailing_list)
+    # A reply the orders did not see: the thread as active and as large as before.
+    activity.unfile_thread(h(3))
+    activity.thread_attachments.clear()
+
+
 def live_tombstones(archive, mailing_list):
     mailing_list.messages.tombstones[h(4)] = Tombstone()
     mailing_list.threads.tombstones[h(0)] = Tombstone()
@@ -112,6 +119,8 @@ DAMAGE = {
     "a thread's member set": (lost_member, "1 of its messages missing from its members; count 6 instead of 3"),
     "a list's aggregates": (wrong_aggregates, "per_day differs at 1 key(s)"),
     "a list's attachment count": (wrong_aggregates, "attachment count 3 instead of 1"),
+    "a list's thread orders": (wrong_thread_orders, "by_activity differs at 1 key(s)"),
+    "a list's threads with attachments": (wrong_thread_orders, "thread_attachments differs at 1 key(s)"),
     "a deleted message still present": (live_tombstones, f"{h(4)}: deleted, yet still in the archive"),
     "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
 }
@@ -151,6 +160,24 @@ def test_damage_is_found_and_repaired(site, kind):
     assert "everything agrees" in again.stdout
 
 
+def test_a_sender_who_changed_names_passes(tmp_path):
+    app = make_app(tmp_path)
+    # Archived in the order opposite to the messages' names, which a recount follows.
+    ids = sorted(("<alias1@example.org>", "<alias2@example.org>"), key=message_id_hash, reverse=True)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for message_id, name in zip(ids, ("Alan Cox", "Alan")):
+            archive_message(mailing_list, make_message(message_id=message_id, sender=(name, "alan@example.org"),
+                                                       date=START), registry=app.registry)
+        transaction.commit()
+    app.registry._zodb_databases[""].close()
+    config = write_config(tmp_path, uri=f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs")
+
+    result = kittypyr("check", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "everything agrees" in result.stdout
+
+
 def read(folder, *paths):
     app = make_app(folder)
     try:
@@ -173,6 +200,20 @@ def test_after_repair_search_threads_and_figures_are_right_again(site):
     assert search.json["count"] == 5
     assert thread.json["messages"] == 3
     assert [email["hash"] for email in thread.json["emails"]["results"]] == [h(0), h(1), h(2)]
+
+
+def test_after_repair_the_lists_pages_show_every_thread_again(site):
+    folder, config = site
+    damage(folder, wrong_thread_orders)
+    month = f"/list/{LIST}/2021/5/"
+    threads, page = read(folder, f"/api/list/{LIST}/threads/", month)
+    assert [thread["key"] for thread in threads.json["results"]] == [h(0)]
+    assert "Has attachments" not in page.text
+
+    assert kittypyr("check", config, "--repair").returncode == 0
+    threads, page = read(folder, f"/api/list/{LIST}/threads/", month)
+    assert [thread["key"] for thread in threads.json["results"]] == [h(3), h(0)]
+    assert "Has attachments" in page.text
 
 
 def test_a_deleted_message_left_behind_is_deleted_on_repair(site):

@@ -1,6 +1,6 @@
 """Month and year pages: rich thread rows, two orders, navigation between months and years."""
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import transaction
@@ -132,3 +132,29 @@ def test_overview_links_each_year(browser):
     page = browser.get(f"/list/{LIST}/")
     years = [a.text for a in page.html.select("section.months h3 a")]
     assert years == ["2020", "2018"]
+
+
+def test_a_busy_month_is_paged_fifty_threads_a_page(tmp_path):
+    app = make_app(tmp_path)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        # 55 threads started in June; thread n's reply comes n hours after the last start.
+        for n in range(55):
+            archive_message(mailing_list, mail(f"june{n}", when(6, 1) + timedelta(hours=n), ADA, f"June {n}"))
+        for n in range(55):
+            archive_message(mailing_list, mail(f"june{n}r", when(6, 10) + timedelta(hours=n), BOB,
+                                               reply_to=f"june{n}"))
+        transaction.commit()
+    browser = TestApp(app)
+    try:
+        subjects = lambda page: [r.select_one("a.subject").text for r in rows(page)]  # noqa: E731
+        first = browser.get(f"/list/{LIST}/2020/6/")
+        assert subjects(first) == [f"June {n}" for n in range(54, 4, -1)]
+        assert "Page 1 of 2" in first.text
+        second = first.click(linkid=None, href="page=2", index=0)
+        assert subjects(second) == [f"June {n}" for n in range(4, -1, -1)] and "Page 2 of 2" in second.text
+        assert subjects(browser.get(f"/list/{LIST}/2020/6/", {"page": 9})) == subjects(second)
+        by_start = browser.get(f"/list/{LIST}/2020/6/", {"sort": "start", "page": 2})
+        assert subjects(by_start) == [f"June {n}" for n in range(50, 55)]
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -80,6 +80,11 @@ class Threads(Container):
             key = self.aliases[key]
         return key
 
+    def named(self, keys):
+        """The live threads named by ``keys``, in their order; a key of no live thread is skipped."""
+        found = (self.data.get(key) for key in keys)
+        return [thread for thread in found if thread is not None]
+
     def live(self, key):
         """The thread named ``key``, or the one it was merged into; None if neither."""
         return self.data.get(key) or self.resolve_alias(key)

@@ -2,11 +2,10 @@
 
 from pyramid.traversal import find_root
 from pyramid.view import view_config
-from repoze.catalog.query import Eq
 
-from kittypyr.catalog import search_page
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources.api import ApiEmail, ApiGone, ApiList, ApiLists, ApiThread, ApiThreads
+from kittypyr.stats import activity_of
 from kittypyr.views.presentation import Page, file_label, page_number
 
 PAGE_SIZE = 50
@@ -87,12 +86,10 @@ def api_list(context, request):
 @view_config(context=ApiThreads, renderer="json")
 def api_threads(context, request):
     mailing_list = context.mailing_list
-    page = Page(page_number(request), mailing_list.thread_count, PAGE_SIZE)
-    query = Eq("kind", "thread") & Eq("list", mailing_list.address)
-    total, threads = search_page(find_root(mailing_list), query, page.start, PAGE_SIZE, "last_active",
-                                 reverse=True)
-    # Counted by the catalog, which may differ from the list's own count.
-    page = Page(page.number, total, PAGE_SIZE)
+    total = mailing_list.thread_count
+    page = Page(page_number(request), total, PAGE_SIZE)
+    # Latest activity first, read from the front of the list's order of threads.
+    threads = mailing_list.threads.named(activity_of(mailing_list).active_thread_keys(page.start, PAGE_SIZE))
     return _paginated(request, total, [thread_json(request, t) for t in threads], page)
 
 

@@ -24,11 +24,11 @@ from pyramid.view import view_config
 
 from kittypyr import readers, tags, votes
 from kittypyr.people import first_and_last_post, posts_page, posts_per_list, recent_threads
-from kittypyr.queries import threads_by_activity
 from kittypyr.resources import MailingList, Message, Thread
 from kittypyr.resources.browsing import Tag, TagFolder
 from kittypyr.resources.community import People, Person
 from kittypyr.security import list_id_of
+from kittypyr.stats import activity_of
 from kittypyr.views.accounts import safe_came_from
 from kittypyr.views.presentation import Page, avatar, display_name, format_date, page_number, set_validators
 
@@ -316,7 +316,7 @@ def list_threads(context, request):
     if sort == "popularity":
         total, threads = votes.popular_threads(context, page.start, THREADS_PAGE_SIZE)
     else:
-        threads = threads_by_activity(context, page.start, THREADS_PAGE_SIZE)
+        threads = context.threads.named(activity_of(context).active_thread_keys(page.start, THREADS_PAGE_SIZE))
     track_list(request, context)
     marks = thread_marks(request, threads)
     set_validators(request, None, "threads", context.address, sort, page.number, total,

@@ -3,7 +3,6 @@
 from pyramid.httpexceptions import HTTPMovedPermanently, HTTPNotFound
 from pyramid.view import view_config
 
-from kittypyr.queries import largest_threads, recent_threads
 from kittypyr.resources import Archive, MailingList, MailingLists
 from kittypyr.resources.browsing import ListAlias
 from kittypyr.stats import activity_of, today, window_of
@@ -67,18 +66,20 @@ def list_overview(context, request):
         thread = threads.live(key)
         if thread is not None and thread not in (t for t, _ in busiest):
             busiest.append((thread, count))
-    recent = recent_threads(context, limit=15)
+    # Every list of threads is read from the front of one of the list's
+    # thread orders (kittypyr.stats): its cost does not grow with the list.
+    recent = threads.named(activity.active_thread_keys(0, 15))
     # "New threads" leaves out those "Recent threads" shows already: on a
     # quiet list they are the same threads, and the section is left out.
     shown = {thread.__name__ for thread in recent}
-    newest = [threads.data[k] for k in activity.newest_thread_keys(10 + len(shown))
-              if k in threads.data and k not in shown][:10]
+    newest = [thread for thread in threads.named(activity.newest_thread_keys(10 + len(shown)))
+              if thread.__name__ not in shown][:10]
     popular = top_threads(context, 10)
-    largest = largest_threads(context, 10)
+    largest = threads.named(activity.largest_thread_keys(10))
     tags = list_tags(context)
     track_list(request, context)
     marks = thread_marks(request, recent + newest + [t for t, _ in busiest] + popular + largest)
-    set_validators(request, None, "list", context.message_count, len(activity.thread_starts), day,
+    set_validators(request, None, "list", context.message_count, context.thread_count, day,
                    marks_fingerprint(marks), fingerprint(tags))
     return {
         "mailing_list": context,

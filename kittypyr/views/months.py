@@ -1,9 +1,9 @@
 """A list's year and month pages, as HyperKitty shows them.
 
-A month lists the threads started in it, a row each: the starter with
-their avatar, replies, participants, last activity, votes, tags, an
-attachment mark and the opening words of the first message. Everything
-comes from the catalog, the list's aggregates and the thread records; the
+A month lists the threads started in it, 50 a page, a row each: the
+starter with their avatar, replies, participants, last activity, votes,
+tags, an attachment mark and the opening words of the first message.
+Everything comes from the list's aggregates and the thread records; the
 only messages loaded are the page's first ones.
 """
 
@@ -14,7 +14,6 @@ from pyramid.httpexceptions import HTTPNotFound
 from pyramid.view import view_config
 
 from kittypyr.mail import searchable_text
-from kittypyr.queries import month_threads, threads_with_attachments
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources.browsing import Month, Year
 from kittypyr.stats import activity_of
@@ -41,7 +40,7 @@ def excerpt(body_text, length=EXCERPT_LENGTH):
 def thread_rows(request, mailing_list, threads):
     """What a month page shows of each thread, in order."""
     messages = mailing_list.messages
-    with_files = threads_with_attachments(mailing_list, threads)
+    activity = activity_of(mailing_list)
     rows = []
     for thread in threads:
         starter = messages.get(thread.starter) if thread.starter else None
@@ -53,7 +52,7 @@ def thread_rows(request, mailing_list, threads):
             "replies": max(len(thread) - 1, 0),
             "participants": len(thread.participants),
             "last_date": thread.last_date,
-            "has_attachment": thread.__name__ in with_files,
+            "has_attachment": activity.has_attachment(thread.__name__),
             "excerpt": excerpt(starter.body_text) if starter is not None else "",
         })
     return rows
@@ -83,11 +82,13 @@ def month_page(context, request):
     sort = request.params.get("sort", "activity")
     if sort not in SORTS:
         sort = "activity"
-    number = page_number(request)
-    total, threads = month_threads(context, (number - 1) * MONTH_PAGE_SIZE, MONTH_PAGE_SIZE,
-                                   by_start=sort == "start")
-    page = Page(number, total, MONTH_PAGE_SIZE)
     activity = activity_of(mailing_list)
+    # A page of the month's threads, read from the list's thread orders: a
+    # month ten times as busy has ten times the pages, each as costly.
+    total = activity.month_thread_count(context.key)
+    page = Page(page_number(request), total, MONTH_PAGE_SIZE)
+    threads = mailing_list.threads.named(
+        activity.month_thread_keys(context.key, page.start, MONTH_PAGE_SIZE, by_start=sort == "start"))
     previous, following = neighbour_months(activity, context.key)
     track_list(request, mailing_list)
     marks = thread_marks(request, threads)

@@ -92,16 +92,48 @@ def zoned_text_of(message):
 
 
 class Scored:
-    """Matching documents: ``docids`` (sorted, unique) and their ``scores``, numpy arrays."""
+    """Matching documents: ``docids`` (sorted, unique) and their ``scores``, numpy arrays.
 
-    __slots__ = ("docids", "scores")
+    ``check``, when not None, says of a docid whether it really matches:
+    the documents are then candidates holding every word of a phrase, not
+    yet looked at for the phrase itself, so that a page of results need
+    only look at the candidates that can reach it (see ``verified``).
+    """
 
-    def __init__(self, docids, scores):
+    __slots__ = ("docids", "scores", "check")
+
+    def __init__(self, docids, scores, check=None):
         self.docids = docids
         self.scores = scores
+        self.check = check
 
     def __len__(self):
         return len(self.docids)
+
+
+def verified(scored):
+    """``scored`` without the candidates its ``check`` refuses: every one looked at."""
+    if scored.check is None or not len(scored):
+        return Scored(scored.docids, scored.scores)
+    check = scored.check
+    keep = np.fromiter((check(docid) for docid in scored.docids.tolist()), dtype=bool, count=len(scored))
+    return Scored(scored.docids[keep], scored.scores[keep])
+
+
+def _all_of(checks):
+    """One check out of several (None for none), each docid's answer remembered."""
+    checks = [check for check in checks if check is not None]
+    if not checks:
+        return None
+    answers = {}
+
+    def check(docid):
+        answer = answers.get(docid)
+        if answer is None:
+            answer = answers[docid] = all(one(docid) for one in checks)
+        return answer
+
+    return check
 
 
 EMPTY = Scored(np.empty(0, dtype=np.int64), np.empty(0))
@@ -140,7 +172,7 @@ def restricted(scored, docids, keep=True):
     at = np.searchsorted(docids, scored.docids)
     found = docids[np.minimum(at, len(docids) - 1)] == scored.docids
     mask = found if keep else ~found
-    return Scored(scored.docids[mask], scored.scores[mask])
+    return Scored(scored.docids[mask], scored.scores[mask], scored.check)
 
 
 class FullTextIndex(OkapiIndex):
@@ -235,10 +267,12 @@ class FullTextIndex(OkapiIndex):
                 wids.append(wid if wid and wid in self._wordinfo else None)
         return wids
 
-    def term(self, words, zones=0):
+    def term(self, words, zones=0, verify=True):
         """``Scored`` of the documents holding ``words`` (one word, or a phrase), in ``zones``.
 
-        A phrase is its words' documents whose word sequence holds it.
+        A phrase is its words' documents whose word sequence holds it; with
+        ``verify`` false, those documents are only candidates, with the
+        ``check`` that looks for the phrase in one of them.
         Returns None when every word is a stop word (the term asks nothing).
         """
         wids = self.word_ids(words)
@@ -261,9 +295,9 @@ class FullTextIndex(OkapiIndex):
                 words = docwords[docid]
                 return words.find(as_bytes if type(words) is bytes else code) >= 0
 
-            keep = np.fromiter((holds(docid) for docid in scored.docids.tolist()), dtype=bool,
-                               count=len(scored))
-            scored = Scored(scored.docids[keep], scored.scores[keep])
+            scored = Scored(scored.docids, scored.scores, holds)
+            if verify:
+                scored = verified(scored)
         return scored
 
 
@@ -293,19 +327,26 @@ def rounded_estimate(count):
     return int(round(count / magnitude) * magnitude)
 
 
-def evaluate(index, groups, excluded=()):
+def evaluate(index, groups, excluded=(), verify=True):
     """The documents of ``index`` matching every group and no excluded term, scored.
 
     ``groups`` is an AND of ORs of terms, each term a ``(words, zones)``
     pair (see ``FullTextIndex.term``). Returns None when no group asks
     anything (no group, or only stop words): the caller decides what that
-    means (every document, usually).
+    means (every document, usually). With ``verify`` false, a phrase that
+    is a group of its own is left to the result's ``check``: looking for a
+    phrase costs a document's word sequence, so it is done only for the
+    candidates a page shows (or counts) rather than for all of them.
     """
     scored = None
     parts = []
+    checks = []
     for group in groups:
-        found = [index.term(words, zones) for words, zones in group]
+        alone = not verify and len(group) == 1
+        found = [index.term(words, zones, verify=not alone) for words, zones in group]
         found = [result for result in found if result is not None]
+        if alone and found:
+            checks.append(found[0].check)
         if found:
             parts.append(union(found))
     for part in sorted(parts, key=len):
@@ -318,7 +359,7 @@ def evaluate(index, groups, excluded=()):
         found = index.term(words, zones)
         if found is not None and len(found):
             scored = restricted(scored, found.docids, keep=False)
-    return scored
+    return Scored(scored.docids, scored.scores, _all_of(checks))
 
 
 def all_documents(index):
@@ -342,9 +383,10 @@ class FullText(Query):
     def __str__(self):
         return f"FullText({self.groups!r}, excluding {self.excluded!r})"
 
-    def scored(self, catalog):
+    def scored(self, catalog, verify=True):
+        """``Scored`` of the matching messages; see ``evaluate`` for ``verify``."""
         index = catalog[self.index_name].index
-        scored = evaluate(index, self.groups, self.excluded)
+        scored = evaluate(index, self.groups, self.excluded, verify)
         if scored is None:
             scored = evaluate(index, [], ()) if not self.excluded else restricted(
                 all_documents(index), _excluded_docids(index, self.excluded), keep=False)

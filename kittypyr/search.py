@@ -32,7 +32,7 @@ from pyramid.traversal import find_resource, find_root
 from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
-from kittypyr.fulltext import FullText, Scored, restricted, top
+from kittypyr.fulltext import FullText, Scored, restricted, rounded_estimate, top, verified
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
@@ -76,11 +76,16 @@ class SearchLimits:
     max_terms: int = 12  # words, phrases and fields, each OR alternative counted
     max_phrase_words: int = 8
     max_or_branches: int = 8
+    # Up to this many possible matches are counted exactly; above, the
+    # count is an estimate ("about 21,000 messages"), so that a page need
+    # not look at every match (a phrase in each candidate, say).
+    max_exact_count: int = 1000
 
     @classmethod
     def from_settings(cls, settings):
         values = {}
-        for name in ("max_query_chars", "max_terms", "max_phrase_words", "max_or_branches"):
+        for name in ("max_query_chars", "max_terms", "max_phrase_words", "max_or_branches",
+                     "max_exact_count"):
             given = settings.get(f"kittypyr.search_{name}")
             if given not in (None, ""):
                 values[name] = max(1, int(given))
@@ -413,7 +418,8 @@ class SearchHit:
 @dataclass
 class SearchResults:
     query: str
-    total: int = 0
+    total: int = 0  # messages matched; rounded when ``total_estimated``
+    total_estimated: bool = False
     hits: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     sort: str = "relevance"
@@ -538,18 +544,21 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
                 # Most of the archive: the date index's own walk is quicker.
                 total, found = search_page(archive, asked.filters, start, size, "date",
                                            reverse=sort == "date-desc")
-                results.total = total
+                results.total, results.total_estimated = _counted(total, limits)
                 results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words)) for m in found]
                 return results
     else:
         scored = _matching(archive, asked)
-    results.total = len(scored)
+        if scored.check is not None and len(scored) <= limits.max_exact_count:
+            scored = verified(scored)
     if group == "thread":
-        docids, counts, results.threads, results.threads_estimated = _by_thread(
+        docids, counts, total, results.threads, results.threads_estimated = _by_thread(
             archive, scored, sort, start, size)
+        estimated = results.threads_estimated and scored.check is not None
     else:
-        docids = _ordered_page(archive, scored, sort, start, size)
+        docids, total, estimated = _page_of_matches(archive, scored, sort, start, size)
         counts = None
+    results.total, results.total_estimated = _counted(total, limits, estimated)
     hits = []
     scores = scored.scores[np.searchsorted(scored.docids, np.array(docids, dtype=np.int64))] if docids else []
     for at, docid in enumerate(docids):
@@ -583,7 +592,7 @@ def _matching(archive, asked):
     text index.
     """
     catalog = archive.catalog
-    scored = asked.text.scored(catalog)
+    scored = asked.text.scored(catalog, verify=False)
     if not len(scored):
         return scored
     conditions = list(asked.conditions)
@@ -627,14 +636,72 @@ def _ordered_page(archive, scored, sort, start, size):
     return list(itertools.islice(ordered, start, start + size))
 
 
+def _counted(total, limits, estimated=False):
+    """``(count shown, whether it is an estimate)``: rounded above ``limits.max_exact_count``."""
+    if estimated or total > limits.max_exact_count:
+        return rounded_estimate(total), True
+    return total, False
+
+
+def _matches_in_order(archive, scored, sort, looked):
+    """The real matches among the first ``looked`` candidates of ``scored``, in the order asked."""
+    ordered = _ordered_page(archive, scored, sort, 0, looked)
+    if scored.check is None:
+        return ordered
+    return [docid for docid in ordered if scored.check(docid)]
+
+
+# Candidates looked at, spread over all of them, to estimate how many match.
+ESTIMATE_SAMPLE = 200
+
+
+def _estimated_total(scored, looked, kept):
+    """How many of ``scored`` match: ``kept`` of the first ``looked``, the rest from a sample.
+
+    The first candidates in rank order match more often than the others
+    (they hold the words more), so the rest is estimated from candidates
+    spread evenly over the docids.
+    """
+    rest = len(scored) - looked
+    if rest <= 0 or scored.check is None:
+        return kept + max(rest, 0)
+    sample = np.unique(np.linspace(0, len(scored) - 1, min(ESTIMATE_SAMPLE, len(scored))).astype(np.int64))
+    found = sum(1 for docid in scored.docids[sample].tolist() if scored.check(docid))
+    return kept + round(rest * found / len(sample))
+
+
+def _page_of_matches(archive, scored, sort, start, size):
+    """``(docids, total, estimated)``: the page asked for and how many match.
+
+    The total is estimated when some candidates were never checked.
+
+    Candidates that still need their ``check`` (phrases) are checked in
+    the order asked only until the page is full. A ``start`` past the
+    last match gives the last page.
+    """
+    if scored.check is None:
+        return _ordered_page(archive, scored, sort, start, size), len(scored), False
+    wanted = start + size
+    looked = min(len(scored), max(2 * wanted, 100))
+    while True:
+        kept = _matches_in_order(archive, scored, sort, looked)
+        if len(kept) >= wanted or looked >= len(scored):
+            break
+        looked = min(len(scored), looked * 4)
+    if looked >= len(scored):
+        start = _last_page_start(start, size, len(kept))
+        return kept[start:start + size], len(kept), False
+    return kept[start:wanted], _estimated_total(scored, looked, len(kept)), True
+
+
 def _by_thread(archive, scored, sort, start, size):
-    """``(docids, matches, threads, estimated)``: the best message of each thread on the page.
+    """``(docids, matches, total, threads, estimated)``: the best message of each thread on the page.
 
     Messages are taken in the order asked and the first of each thread
     kept, until the page is full; ``matches`` counts each kept thread's
-    matching messages. ``threads`` is the number of threads matched:
-    counted when all matches were looked at, else ``estimated`` from the
-    share of new threads among those that were.
+    matching messages, ``total`` the messages matched. ``threads`` is the
+    number of threads matched: counted when all matches were looked at,
+    else ``estimated`` from the share of new threads among those that were.
     """
     catalog = archive.catalog
     thread_of = catalog["thread"]._rev_index.get
@@ -642,7 +709,7 @@ def _by_thread(archive, scored, sort, start, size):
     wanted = start + size
     looked = min(len(scored), max(4 * wanted, 200))
     while True:
-        ordered = _ordered_page(archive, scored, sort, 0, looked)
+        ordered = _matches_in_order(archive, scored, sort, looked)
         firsts = {}
         for docid in ordered:
             key = (list_of(docid), thread_of(docid))
@@ -652,7 +719,8 @@ def _by_thread(archive, scored, sort, start, size):
             break
         looked = min(len(scored), looked * 4)
     exhausted = looked >= len(scored)
-    threads = len(firsts) if exhausted else max(len(firsts), round(len(firsts) * len(scored) / looked))
+    total = len(ordered) if exhausted else _estimated_total(scored, looked, len(ordered))
+    threads = len(firsts) if exhausted else max(len(firsts), round(len(firsts) * total / max(1, len(ordered))))
     shown = list(firsts.items())
     start = _last_page_start(start, size, len(shown)) if exhausted else start
     page = shown[start:wanted]
@@ -660,8 +728,9 @@ def _by_thread(archive, scored, sort, start, size):
     for (address, key), _ in page:
         members = catalog["thread"]._fwd_index.get(key, ())
         members = [docid for docid in members if list_of(docid) == address]
-        matches.append(len(restricted(scored, np.array(sorted(members), dtype=np.int64))))
-    return [docid for _, docid in page], matches, threads, not exhausted
+        in_thread = restricted(scored, np.array(sorted(members), dtype=np.int64))
+        matches.append(len(verified(in_thread)) if scored.check is not None else len(in_thread))
+    return [docid for _, docid in page], matches, total, threads, not exhausted
 
 
 def _resource(archive, docid):

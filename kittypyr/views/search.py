@@ -54,6 +54,7 @@ def api_search(context, request):
     return {
         "query": query,
         "count": results.total,
+        "count_estimated": results.total_estimated,
         "page": page.number,
         "pages": page.count,
         "problems": results.problems,

@@ -1,0 +1,180 @@
+"""Search on results larger than a page: estimated counts, and pages ranked as an exhaustive scoring would."""
+
+import math
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr import main
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.lexicon import split_words
+from kittypyr.search import SearchLimits, run_search
+from kittypyr.zones import message_zones
+from tests.mailbuilder import make_message
+
+LIST = "big@lists.example.org"
+START = datetime(2015, 1, 1, tzinfo=timezone.utc)
+FILLER = ("lorem ipsum dolor amet consectetur adipiscing elit sed eiusmod tempor incididunt labore "
+          "dolore magna aliqua enim minim veniam quis nostrud exercitation ullamco laboris nisi").split()
+PHRASE_HOLDERS = 160  # hold "gray heron"
+WORD_HOLDERS = 160  # hold both words, never side by side
+RANKED = 240  # hold "ocelot" a random number of times, in texts of random lengths
+EXACT_UP_TO = 50
+
+
+def corpus():
+    """``[(n, raw)]``: generated mail, the same at every run."""
+    chance = random.Random(13)
+    mails = []
+
+    def text(extra):
+        words = [chance.choice(FILLER) for _ in range(chance.randint(5, 120))]
+        for word in extra:
+            words.insert(chance.randint(0, len(words)), word)
+        return " ".join(words) + "\n"
+
+    for n in range(PHRASE_HOLDERS):
+        mails.append(text(["gray heron"]))
+    for n in range(WORD_HOLDERS):
+        mails.append(text(["heron"]) + text(["gray"]))
+    for n in range(RANKED):
+        mails.append(text(["ocelot"] * chance.randint(1, 6) + ["heron"] * chance.randint(0, 2)))
+    return [(n, make_message(message_id=f"<g{n}@example.org>", subject="Note", sender=("Ada", "ada@example.org"),
+                             date=START + timedelta(hours=n), body=body))
+            for n, body in enumerate(mails)]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("scale")
+    (folder / "blobs").mkdir()
+    application = main({}, **{
+        "zodbconn.uri": f"file://{folder}/Data.fs?blobstorage_dir={folder}/blobs",
+        "kittypyr.base_url": "http://localhost/",
+        "kittypyr.search_max_exact_count": str(EXACT_UP_TO),
+    })
+    with prepare(registry=application.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for _, raw in corpus():
+            archive_message(mailing_list, raw)
+        transaction.commit()
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def search(app, query, **options):
+    limits = SearchLimits.from_settings(app.registry.settings)
+    with prepare(registry=app.registry) as env:
+        results = run_search(env["root"], query, [LIST], limits=limits, **options)
+        return results, [hit.message.message_id for hit in results.hits]
+
+
+def number(message_id):
+    return int(message_id[1:].split("@")[0])
+
+
+def test_a_count_above_the_threshold_is_an_estimate_on_the_page_and_in_json(app):
+    browser = TestApp(app)
+    page = browser.get("/search", params={"q": '"gray heron"'})
+    count = page.html.select_one("p.count").text
+    assert count.startswith("about ") and "messages found" in count
+    estimate = int(count.split()[1].replace(",", ""))
+    assert abs(estimate - PHRASE_HOLDERS) <= PHRASE_HOLDERS * 0.25
+    data = browser.get("/api/search", params={"q": '"gray heron"'}).json
+    assert data["count_estimated"] is True
+    assert abs(data["count"] - PHRASE_HOLDERS) <= PHRASE_HOLDERS * 0.25
+    # Every result shown holds the phrase, whatever the count.
+    assert {number(hit["message_id"]) for hit in data["results"]} <= set(range(PHRASE_HOLDERS))
+    assert len(data["results"]) == 20
+
+
+def test_a_count_within_the_threshold_is_exact(app):
+    browser = TestApp(app)
+    data = browser.get("/api/search", params={"q": '"gray heron" from:ada date:2015-01-01'}).json
+    assert data["count_estimated"] is False and data["count"] == 24
+    page = browser.get("/search", params={"q": '"gray heron" date:2015-01-01'})
+    assert page.html.select_one("p.count").text.startswith("24 messages found")
+
+
+def test_many_plain_matches_are_counted_about(app):
+    data = TestApp(app).get("/api/search", params={"q": "ocelot"}).json
+    assert data["count_estimated"] is True and data["count"] == RANKED
+
+
+def test_a_page_past_the_estimate_answers_the_last_real_page(app):
+    browser = TestApp(app)
+    page = browser.get("/search", params={"q": '"gray heron"', "sort": "date-asc", "page": "40"})
+    last = math.ceil(PHRASE_HOLDERS / 20)
+    assert f"Page {last} of {last}" in page.text
+    # Every candidate was looked at to get there: the count is the real one.
+    assert f"{PHRASE_HOLDERS} messages found" in page.html.select_one("p.count").text
+    assert len(page.html.select("ol.hits li")) == PHRASE_HOLDERS - (last - 1) * 20
+    results, ids = search(app, '"gray heron"', sort="date-asc", start=10_000, size=20)
+    assert [number(i) for i in ids] == list(range((last - 1) * 20, PHRASE_HOLDERS))
+    assert results.total == PHRASE_HOLDERS
+
+
+def test_every_page_of_a_phrase_holds_only_and_all_its_messages(app):
+    seen = []
+    for start in range(0, PHRASE_HOLDERS + 20, 20):
+        _, ids = search(app, '"gray heron"', sort="date-desc", start=start, size=20)
+        if start >= PHRASE_HOLDERS:
+            assert ids == seen[-len(ids):]  # past the end: the last page again
+            break
+        seen += ids
+    assert sorted(number(i) for i in seen) == list(range(PHRASE_HOLDERS))
+    assert [number(i) for i in seen] == sorted((number(i) for i in seen), reverse=True)
+
+
+def test_one_per_thread_counts_only_real_matches(app):
+    results, ids = search(app, '"gray heron"', group="thread", size=20)
+    assert len(ids) == 20 and all(number(i) < PHRASE_HOLDERS for i in ids)
+    assert all(hit.thread_matches == 1 for hit in results.hits)
+
+
+def brute_force_ranking(app, words):
+    """Message-IDs of every message holding all ``words``, best BM25 score first, newest among equals.
+
+    Every message's text is split and counted here, as the index would
+    weight it, and scored with Okapi BM25 from those counts alone.
+    """
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        index = archive.catalog["text"].index
+        documents = []
+        for message in archive.lists[LIST].messages.values():
+            zones = message_zones(message.subject, message.sender_name, message.body_text, message.attachments)
+            length, frequencies = 0, dict.fromkeys(words, 0)
+            for _, weight, text in zones.segments:
+                split = split_words(text)
+                length += len(split)
+                for word in words:
+                    frequencies[word] += weight * split.count(word)
+            documents.append((message.message_id, message.date, length, frequencies))
+        k1, b = index.K1, index.B
+    count = len(documents)
+    mean_length = sum(length for _, _, length, _ in documents) / count
+    holders = {word: sum(1 for *_, f in documents if f[word]) for word in words}
+    ranked = []
+    for message_id, date, length, frequencies in documents:
+        if not all(frequencies.values()):
+            continue
+        score = sum(math.log(1.0 + count / holders[word]) * f * (k1 + 1.0)
+                    / (f + k1 * (1.0 - b + b * length / mean_length))
+                    for word, f in frequencies.items())
+        ranked.append((round(score, 9), date, message_id))
+    ranked.sort(key=lambda entry: (-entry[0], -entry[1].timestamp()))
+    return [message_id for _, _, message_id in ranked]
+
+
+@pytest.mark.parametrize("words", [("ocelot",), ("ocelot", "heron")])
+def test_first_pages_hold_what_an_exhaustive_scoring_ranks_first(app, words):
+    expected = brute_force_ranking(app, words)
+    assert len(expected) > 40
+    for start in (0, 20):
+        _, ids = search(app, " ".join(words), start=start, size=20)
+        assert ids == expected[start:start + 20]

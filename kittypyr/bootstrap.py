@@ -66,10 +66,25 @@ def merge_concurrent_changes(archive):
         people.posts = converted(people.posts, KeyedCounts)
 
 
+def rank_word_postings(archive):
+    """Version 6: the text index's large postings keep each chunk's best possible score.
+
+    A search then reads only the chunks of a common word that can reach
+    the page asked for. Every chunk is read once; no message is read or
+    indexed again.
+    """
+    from kittypyr.fulltext import FullTextIndex, rank_chunks_of
+
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        if isinstance(text_index, FullTextIndex):
+            rank_chunks_of(text_index)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
-                merge_concurrent_changes]
+                merge_concurrent_changes, rank_word_postings]
 
 
 def bootstrap_archive(zodb_root, registry):

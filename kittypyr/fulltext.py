@@ -28,7 +28,7 @@ from repoze.catalog.query import Query
 from zope.index.text import widcode
 from zope.index.text.baseindex import inverse_doc_frequency
 
-from kittypyr.lexicon import OkapiIndex, PreparedText, encode_positions, packed_postings, split_words
+from kittypyr.lexicon import OkapiIndex, Postings, PreparedText, encode_positions, packed_postings, split_words
 from kittypyr.zones import ZONE_BITS, message_zones
 
 LENGTH_MAX = 0xFFFF
@@ -36,6 +36,8 @@ FREQUENCY_SHIFT = 16
 FREQUENCY_MAX = 0x1FF
 ZONE_SHIFT = 25
 ZONE_MASK = (1 << ZONE_BITS) - 1
+# What a posting's score depends on: its frequency and its length.
+RANKING_BITS = (FREQUENCY_MAX << FREQUENCY_SHIFT) | LENGTH_MAX
 
 
 class ZonedText(PreparedText):
@@ -175,12 +177,91 @@ def restricted(scored, docids, keep=True):
     return Scored(scored.docids[mask], scored.scores[mask], scored.check)
 
 
+def ceiling_of(data):
+    """The values of packed postings ``data`` that may score best, as packed little-endian int32.
+
+    Each is a (frequency, length) pair that no other posting of ``data``
+    beats on both: a higher frequency in as short a document, or as high a
+    frequency in a shorter one. BM25 rises with the frequency and falls
+    with the length whatever the mean length, so the best score of ``data``
+    is always one of theirs. A chunk has a handful.
+    """
+    values = np.frombuffer(data, dtype="<i4")[1::2].astype(np.int64) & RANKING_BITS
+    if not len(values):
+        return b""
+    frequency, length = values >> FREQUENCY_SHIFT, values & LENGTH_MAX
+    order = np.lexsort((length, -frequency))
+    values, length = values[order], length[order]
+    shortest_before = np.minimum.accumulate(length)
+    keep = np.ones(len(values), dtype=bool)
+    keep[1:] = length[1:] < shortest_before[:-1]
+    return values[keep].astype("<i4").tobytes()
+
+
+class RankedPostings(Postings):
+    """The postings of a word of the text index, with each full chunk's ceiling.
+
+    A page of results needs only the documents that can reach it: the
+    ceilings (``ceiling_of``, one per chunk, kept in this record) give
+    each chunk's best possible score without loading it, so a common word
+    loads only its chunks that can beat the page's last score
+    (``FullTextIndex.best_word_scores``). Removing a posting can only lower
+    a chunk's best, so a ceiling stays true without being recomputed.
+    """
+
+    _ceilings = ()
+
+    @classmethod
+    def of(cls, postings):
+        """A ``RankedPostings`` with the chunks and tail of ``postings`` (a ``Postings``)."""
+        ranked = cls()
+        ranked._chunks = postings._chunks
+        ranked._chunked = postings._chunked
+        ranked._tail = bytearray(postings._tail)
+        ranked._ceilings = tuple(ceiling_of(chunk.data) for chunk in postings._chunks)
+        return ranked
+
+    def append(self, docid, value):
+        chunks = len(self._chunks)
+        super().append(docid, value)
+        if len(self._chunks) != chunks:
+            self._ceilings += (ceiling_of(self._chunks[-1].data),)
+
+    def replace(self, docid, value):
+        # zope.index's own reindexing path (FullTextIndex forgets and adds
+        # instead): a raised frequency may raise a ceiling.
+        if not super().replace(docid, value):
+            return False
+        self._ceilings = tuple(ceiling_of(chunk.data) for chunk in self._chunks)
+        return True
+
+    def ranked_chunks(self):
+        """``(chunks, ceilings)`` when every full chunk has its ceiling, else None."""
+        if len(self._ceilings) != len(self._chunks):
+            return None
+        return self._chunks, self._ceilings
+
+
+def rank_chunks_of(index):
+    """Give every large word of ``index`` (a ``FullTextIndex``) its chunks' ceilings; returns how many.
+
+    Each chunk is read once; the chunks themselves are kept as they are.
+    """
+    wordinfo = index._wordinfo
+    plain = [wid for wid, postings in wordinfo.items() if type(postings) is Postings]
+    for wid in plain:
+        wordinfo[wid] = RankedPostings.of(wordinfo[wid])
+    return len(plain)
+
+
 class FullTextIndex(OkapiIndex):
     """kittypyr's OkapiIndex whose posting values carry zones, frequency and length.
 
     zope.index's query parser (``Contains``) still works on it, scored the
     same way; ``kittypyr.search`` asks ``term`` and ``phrase`` directly.
     """
+
+    postings_class = RankedPostings
 
     def index_doc(self, docid, text):
         if docid in self._docwords:
@@ -240,11 +321,70 @@ class FullTextIndex(OkapiIndex):
         if zones:
             keep = ((values >> ZONE_SHIFT) & zones) != 0
             docids, values = docids[keep], values[keep]
+        return _sorted(docids, self._bm25(values, idf, mean_length))
+
+    def _bm25(self, values, idf, mean_length):
         frequency = ((values >> FREQUENCY_SHIFT) & FREQUENCY_MAX).astype(np.float64)
         length = (values & LENGTH_MAX).astype(np.float64)
         k1, b = self.K1, self.B
-        scores = frequency * (k1 + 1.0) / (frequency + k1 * (1.0 - b + b * length / mean_length)) * idf
-        return _sorted(docids, scores)
+        return frequency * (k1 + 1.0) / (frequency + k1 * (1.0 - b + b * length / mean_length)) * idf
+
+    def best_word_scores(self, wid, count, allowed=None):
+        """``(scored, total, exact)`` for the documents holding word ``wid``, ranked by ``top``.
+
+        ``scored`` holds every document that can be among the ``count``
+        best (and others): the word's chunks are read best ceiling first,
+        until the ``count``-th best score so far beats every chunk left.
+        ``allowed`` (sorted docids) limits the documents, before scoring.
+        ``total`` is how many documents match: exact when every chunk was
+        read, else estimated from those that were.
+        """
+        postings = self._wordinfo.get(wid)
+        ranked = getattr(postings, "ranked_chunks", None)
+        ranked = ranked() if ranked is not None else None
+        if ranked is None:
+            scored = self.word_scores(wid)
+            if allowed is not None:
+                scored = restricted(scored, allowed)
+            return scored, len(scored), True
+        chunks, ceilings = ranked
+        documents, mean_length = self._statistics()
+        idf = inverse_doc_frequency(len(postings), documents)
+
+        def scored_pairs(data):
+            pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)
+            docids, values = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+            if allowed is not None:
+                at = np.searchsorted(allowed, docids)
+                keep = allowed[np.minimum(at, len(allowed) - 1)] == docids if len(allowed) else at < 0
+                docids, values = docids[keep], values[keep]
+            return docids, self._bm25(values, idf, mean_length)
+
+        tail = bytes(postings._tail)
+        found = [scored_pairs(tail)]
+        read, kept = len(tail) // 8, len(found[0][0])
+        best = found[0][1]
+        bounds = [self._bm25(np.frombuffer(ceiling, dtype="<i4").astype(np.int64), idf, mean_length).max()
+                  if ceiling else 0.0 for ceiling in ceilings]
+        for at in sorted(range(len(chunks)), key=bounds.__getitem__, reverse=True):
+            # Equal scores are ordered by date: a chunk whose best only
+            # equals the page's last score may still hold a newer one.
+            if len(best) >= count and best.min() > bounds[at]:
+                break
+            docids, scores = scored_pairs(chunks[at].data)
+            found.append((docids, scores))
+            read += len(chunks[at].data) // 8
+            kept += len(docids)
+            best = np.concatenate([best, scores])
+            if len(best) > count:
+                best = np.partition(best, len(best) - count)[len(best) - count:]
+        docids = np.concatenate([part[0] for part in found])
+        scores = np.concatenate([part[1] for part in found])
+        if allowed is None:
+            return _sorted(docids, scores), len(postings), True
+        exact = read >= len(postings)
+        total = kept if exact else round(kept * len(postings) / max(read, 1))
+        return _sorted(docids, scores), max(total, len(docids)), exact
 
     def _search_wids(self, wids):
         # The same scores for zope.index's own query parser.

@@ -535,6 +535,7 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
     if not asked.has_text and sort == "relevance":
         sort = "date-desc"
     results.sort = sort
+    best_only = None
     if asked.text is None:
         if group == "thread":
             scored = _as_scored(archive.catalog.query(asked.filters)[1])
@@ -548,13 +549,20 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
                 results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words)) for m in found]
                 return results
     else:
-        scored = _matching(archive, asked)
+        # Only a page of messages by relevance can leave out the rest unscored.
+        one_page = group == "message" and sort == "relevance"
+        scored, best_only = _matching(archive, asked, start + size if one_page else None)
         if scored.check is not None and len(scored) <= limits.max_exact_count:
             scored = verified(scored)
     if group == "thread":
         docids, counts, total, results.threads, results.threads_estimated = _by_thread(
             archive, scored, sort, start, size)
         estimated = results.threads_estimated and scored.check is not None
+    elif best_only is not None:
+        total, estimated = best_only
+        start = _last_page_start(start, size, total)
+        docids = _ordered_page(archive, scored, sort, start, size)
+        counts = None
     else:
         docids, total, estimated = _page_of_matches(archive, scored, sort, start, size)
         counts = None
@@ -583,26 +591,50 @@ def _all_lists_in(archive, scope):
     return set(scope) >= set(archive.lists.keys())
 
 
-def _matching(archive, asked):
-    """``Scored``: the messages ``asked`` finds, scored by the text index.
+def _matching(archive, asked, best=None):
+    """``(scored, best_only)``: the messages ``asked`` finds, scored by the text index.
 
     The other conditions are asked of the catalog once, as a set of docids
     that the words' matches are cut to; when there are none (every list in
     scope, no field) the words alone answer, since only messages are in the
     text index.
+
+    With ``best`` given and one word asked, ``scored`` holds only what can
+    be among the ``best`` first by relevance, the conditions applied before
+    scoring (see ``FullTextIndex.best_word_scores``), and ``best_only`` is
+    ``(total, estimated)``; otherwise ``scored`` is every match and
+    ``best_only`` None.
     """
     catalog = archive.catalog
-    scored = asked.text.scored(catalog, verify=False)
-    if not len(scored):
-        return scored
+    word = _lone_word(catalog, asked) if best is not None else None
+    scored = None
+    if word is None:
+        scored = asked.text.scored(catalog, verify=False)
+        if not len(scored):
+            return scored, None
     conditions = list(asked.conditions)
     if not _all_lists_in(archive, asked.scope):
         conditions.append(Any("list", asked.scope))
-    if not conditions:
-        return scored
-    query = conditions[0] if len(conditions) == 1 else And(*conditions)
-    _, allowed = catalog.query(query)
-    return restricted(scored, _as_scored(allowed).docids)
+    allowed = None
+    if conditions:
+        query = conditions[0] if len(conditions) == 1 else And(*conditions)
+        allowed = _as_scored(catalog.query(query)[1]).docids
+    if word is not None:
+        scored, total, exact = catalog["text"].index.best_word_scores(word, best, allowed)
+        return scored, (total, not exact)
+    return (scored if allowed is None else restricted(scored, allowed)), None
+
+
+def _lone_word(catalog, asked):
+    """The word id when ``asked`` is one word in any zone (and fields), else None."""
+    groups = asked.text.groups
+    if asked.text.excluded or len(groups) != 1 or len(groups[0]) != 1:
+        return None
+    words, zones = groups[0][0]
+    if zones or len(words) != 1:
+        return None
+    wids = catalog["text"].index.word_ids(words)
+    return wids[0] if len(wids) == 1 and wids[0] is not None else None
 
 
 # Up to this many matches are put in date order by looking each one's date up.

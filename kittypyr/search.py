@@ -654,18 +654,51 @@ def _ordered_page(archive, scored, sort, start, size):
         best = top(scored, start + size, _date_of(archive))
         return [int(scored.docids[at]) for at in best[start:]]
     if len(scored) <= DATE_LOOKUP_MAX:
-        # Each match's date looked up and sorted at once: the date index's
-        # sort of a few thousand docids walked far more of the index.
+        # The dates of the matches that can reach the page looked up and
+        # sorted at once: the date index's sort of a few thousand docids
+        # walked far more of the index.
+        candidates = _by_months(archive, scored, sort == "date-desc", start + size)
         date_of = _date_of(archive)
-        dates = np.fromiter((date_of(docid, 0) for docid in scored.docids.tolist()), dtype=np.int64,
-                            count=len(scored))
-        order = np.lexsort((scored.docids, dates))
+        dates = np.fromiter((date_of(docid, 0) for docid in candidates.tolist()), dtype=np.int64,
+                            count=len(candidates))
+        order = np.lexsort((candidates, dates))
         if sort == "date-desc":
             order = order[::-1]
-        return [int(docid) for docid in scored.docids[order[start:start + size]]]
+        return [int(docid) for docid in candidates[order[start:start + size]]]
     docids = archive.catalog["date"].family.IF.TreeSet(scored.docids.tolist())
     ordered = archive.catalog["date"].sort(docids, reverse=sort == "date-desc", limit=start + size)
     return list(itertools.islice(ordered, start, start + size))
+
+
+def _by_months(archive, scored, newest_first, wanted):
+    """The docids of ``scored`` that can be among its ``wanted`` first in date order.
+
+    When the matches are many among the archive's messages, they are
+    taken month by month from the newest (or the oldest) until ``wanted``
+    are in, and one month more: a message's month is its sender's, hours
+    off its place in time. Looking up every match's date would cost as
+    many look-ups as matches; this, about ``wanted`` months' worth of
+    messages divided by the share that matches. Otherwise every match.
+    """
+    months = archive.catalog["month"]
+    messages = months._num_docs()
+    if len(scored) ** 2 <= 4 * wanted * messages:
+        return scored.docids
+    keys = list(months._fwd_index.keys())
+    if newest_first:
+        keys.reverse()
+    found, count, more = [], 0, None
+    for key in keys:
+        members = np.fromiter(months._fwd_index[key], dtype=np.int64)
+        at = np.searchsorted(scored.docids, members)
+        inside = members[scored.docids[np.minimum(at, len(scored) - 1)] == members]
+        found.append(inside)
+        count += len(inside)
+        if more is not None:
+            break
+        if count >= wanted:
+            more = key
+    return np.concatenate(found) if found else scored.docids[:0]
 
 
 def _counted(total, limits, estimated=False):

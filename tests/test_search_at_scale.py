@@ -230,3 +230,13 @@ def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app):
                                 for p in postings)
     for start in (0, 1500):
         assert search(app, "ocelot", start=start, size=20)[1] == expected[start:start + 20]
+
+
+@pytest.mark.parametrize("sort", ["date-desc", "date-asc"])
+def test_date_ordered_pages_hold_the_newest_or_oldest_matches(app, sort):
+    written = sorted(n for n, _ in corpus() if n % 3 == 1)  # Bob's, dated by their number
+    if sort == "date-desc":
+        written.reverse()
+    for start in (0, 20, 300, len(written) - 5):
+        _, ids = search(app, "from:bob", sort=sort, start=start, size=20)
+        assert [number(i) for i in ids] == written[start:start + 20]

@@ -329,6 +329,26 @@ class FullTextIndex(OkapiIndex):
         k1, b = self.K1, self.B
         return frequency * (k1 + 1.0) / (frequency + k1 * (1.0 - b + b * length / mean_length)) * idf
 
+    def holding(self, wid, docids):
+        """Those of ``docids`` whose text holds the word ``wid``, read from their word sequences."""
+        code = encode_positions([wid], [0]).encode("latin-1")
+        docwords = self._docwords
+        found = []
+        for docid in docids:
+            words = docwords.get(docid)
+            if words is None:
+                continue
+            if type(words) is not bytes:
+                words = words.encode("latin-1")
+            at = words.find(code)
+            # A code is a prefix of the longer codes that continue it: the
+            # match must end where the next code starts (its high bit set).
+            while at >= 0 and at + len(code) < len(words) and words[at + len(code)] < 0x80:
+                at = words.find(code, at + 1)
+            if at >= 0:
+                found.append(docid)
+        return found
+
     def best_word_scores(self, wid, count, allowed=None):
         """``(scored, total, exact)`` for the documents holding word ``wid``, ranked by ``top``.
 

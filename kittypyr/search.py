@@ -549,15 +549,19 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
                 results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words)) for m in found]
                 return results
     else:
-        # Only a page of messages by relevance can leave out the rest unscored.
-        one_page = group == "message" and sort == "relevance"
-        scored, best_only = _matching(archive, asked, start + size if one_page else None)
+        # Only pages by relevance can leave out the matches that cannot reach them.
+        best = (start + size if group == "message" else _threads_looked_at(start + size)) \
+            if sort == "relevance" else None
+        scored, best_only = _matching(archive, asked, best)
         if scored.check is not None and len(scored) <= limits.max_exact_count:
             scored = verified(scored)
     if group == "thread":
-        docids, counts, total, results.threads, results.threads_estimated = _by_thread(
-            archive, scored, sort, start, size)
-        estimated = results.threads_estimated and scored.check is not None
+        widen = None
+        if best_only is not None:
+            def widen(looked):
+                return _matching(archive, asked, looked)
+        docids, counts, total, results.threads, results.threads_estimated, scored, estimated = _by_thread(
+            archive, (scored, best_only), sort, start, size, widen)
     elif best_only is not None:
         total, estimated = best_only
         start = _last_page_start(start, size, total)
@@ -620,9 +624,29 @@ def _matching(archive, asked, best=None):
         query = conditions[0] if len(conditions) == 1 else And(*conditions)
         allowed = _as_scored(catalog.query(query)[1]).docids
     if word is not None:
-        scored, total, exact = catalog["text"].index.best_word_scores(word, best, allowed)
-        return scored, (total, not exact)
+        index = catalog["text"].index
+        scored, total, exact = index.best_word_scores(word, best, allowed)
+
+        def matching(docids):
+            if allowed is not None:
+                docids = restricted(Scored(np.array(docids, dtype=np.int64), np.zeros(len(docids))),
+                                    allowed).docids.tolist()
+            return index.holding(word, docids)
+
+        return scored, BestOnly(total, not exact, matching)
     return (scored if allowed is None else restricted(scored, allowed)), None
+
+
+@dataclass
+class BestOnly:
+    """What ``_matching`` says of a ``scored`` that holds only the best matches."""
+
+    total: int  # matches in all
+    estimated: bool  # whether ``total`` is an estimate
+    matching: object  # docids -> those of them that match
+
+    def __iter__(self):
+        return iter((self.total, self.estimated))
 
 
 def _lone_word(catalog, asked):
@@ -759,32 +783,53 @@ def _page_of_matches(archive, scored, sort, start, size):
     return kept[start:wanted], _estimated_total(scored, looked, len(kept)), True
 
 
-def _by_thread(archive, scored, sort, start, size):
-    """``(docids, matches, total, threads, estimated)``: the best message of each thread on the page.
+def _threads_looked_at(wanted):
+    """How many messages are first looked at for ``wanted`` threads."""
+    return max(4 * wanted, 200)
 
-    Messages are taken in the order asked and the first of each thread
-    kept, until the page is full; ``matches`` counts each kept thread's
-    matching messages, ``total`` the messages matched. ``threads`` is the
-    number of threads matched: counted when all matches were looked at,
-    else ``estimated`` from the share of new threads among those that were.
+
+def _by_thread(archive, found, sort, start, size, widen=None):
+    """The best message of each thread on the page:
+    ``(docids, matches, total, threads, threads estimated, scored, total estimated)``.
+
+    ``found`` is ``(scored, best_only)`` from ``_matching``; ``widen(n)``,
+    when given, gives it again holding the ``n`` best. Messages are taken
+    in the order asked and the first of each thread kept, until the page
+    is full; ``matches`` counts each kept thread's matching messages,
+    ``total`` the messages matched. ``threads`` is the number of threads
+    matched: counted when all matches were looked at, else estimated from
+    the share of new threads among those that were.
     """
     catalog = archive.catalog
     thread_of = catalog["thread"]._rev_index.get
     list_of = catalog["list"]._rev_index.get
     wanted = start + size
-    looked = min(len(scored), max(4 * wanted, 200))
+    scored, best_only = found
+    looked = _threads_looked_at(wanted)
     while True:
+        if best_only is None:
+            candidates = len(scored)
+        else:
+            # Fewer than asked for only when every match was read.
+            candidates = best_only.total if len(scored) >= looked else len(scored)
+        looked = min(candidates, looked)
         ordered = _matches_in_order(archive, scored, sort, looked)
         firsts = {}
         for docid in ordered:
             key = (list_of(docid), thread_of(docid))
             if key not in firsts:
                 firsts[key] = docid
-        if len(firsts) >= wanted or looked >= len(scored):
+        if len(firsts) >= wanted or looked >= candidates:
             break
-        looked = min(len(scored), looked * 4)
-    exhausted = looked >= len(scored)
-    total = len(ordered) if exhausted else _estimated_total(scored, looked, len(ordered))
+        looked *= 4
+        if widen is not None:
+            scored, best_only = widen(looked)
+    exhausted = looked >= candidates
+    if best_only is not None:
+        total, estimated = best_only.total, best_only.estimated
+    else:
+        total = len(ordered) if exhausted else _estimated_total(scored, looked, len(ordered))
+        estimated = not exhausted and scored.check is not None
     threads = len(firsts) if exhausted else max(len(firsts), round(len(firsts) * total / max(1, len(ordered))))
     shown = list(firsts.items())
     start = _last_page_start(start, size, len(shown)) if exhausted else start
@@ -792,10 +837,13 @@ def _by_thread(archive, scored, sort, start, size):
     matches = []
     for (address, key), _ in page:
         members = catalog["thread"]._fwd_index.get(key, ())
-        members = [docid for docid in members if list_of(docid) == address]
-        in_thread = restricted(scored, np.array(sorted(members), dtype=np.int64))
+        members = sorted(docid for docid in members if list_of(docid) == address)
+        if best_only is not None:
+            matches.append(len(best_only.matching(members)))
+            continue
+        in_thread = restricted(scored, np.array(members, dtype=np.int64))
         matches.append(len(verified(in_thread)) if scored.check is not None else len(in_thread))
-    return [docid for _, docid in page], matches, total, threads, not exhausted
+    return [docid for _, docid in page], matches, total, threads, not exhausted, scored, estimated
 
 
 def _resource(archive, docid):

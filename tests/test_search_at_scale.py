@@ -28,6 +28,7 @@ RANKED = 2400
 # The first of them hold it once in a long text: their chunk of postings
 # cannot reach the first pages, only the last ones.
 WEAK = 1100
+REPLIES = 60  # to "ocelot" messages, holding it too
 EXACT_UP_TO = 50
 SENDERS = [("Ada", "ada@example.org"), ("Bob", "bob@example.org"), ("Cy", "cy@example.org")]
 
@@ -52,9 +53,19 @@ def corpus():
             mails.append(text(["ocelot"] + ["heron"] * chance.randint(0, 2), shortest=100))
         else:
             mails.append(text(["ocelot"] * chance.randint(1, 6) + ["heron"] * chance.randint(0, 2)))
+    first_reply = len(mails)
+    for n in range(REPLIES):
+        mails.append(text(["ocelot"] * chance.randint(1, 6)))
     return [(n, make_message(message_id=f"<g{n}@example.org>", subject="Note", sender=SENDERS[n % 3],
-                             date=START + timedelta(hours=n), body=body))
+                             date=START + timedelta(hours=n), body=body,
+                             headers=_replying_to(n - first_reply) if n >= first_reply else {}))
             for n, body in enumerate(mails)]
+
+
+def _replying_to(reply):
+    """Reply ``reply`` answers the 1st, 11th, 21st... strong "ocelot" message."""
+    parent = PHRASE_HOLDERS + WORD_HOLDERS + WEAK + 10 * reply
+    return {"In-Reply-To": f"<g{parent}@example.org>", "References": f"<g{parent}@example.org>"}
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +122,8 @@ def test_a_count_within_the_threshold_is_exact(app):
 
 def test_many_plain_matches_are_counted_about(app):
     data = TestApp(app).get("/api/search", params={"q": "ocelot"}).json
-    assert data["count_estimated"] is True and data["count"] == RANKED
+    assert RANKED + REPLIES == 2460
+    assert data["count_estimated"] is True and data["count"] == 2500  # to two figures
 
 
 def test_a_page_past_the_estimate_answers_the_last_real_page(app):
@@ -195,6 +207,24 @@ def test_pages_hold_what_an_exhaustive_scoring_ranks_there(app, words, sender):
         assert ids == expected[start:start + 20]
     results, ids = search(app, query, start=10**6, size=20)
     assert ids == expected[(len(expected) - 1) // 20 * 20:]
+
+
+@pytest.mark.parametrize("sender", [None, "bob@example.org"])
+def test_one_per_thread_pages_hold_each_threads_best_message_and_its_matches(app, sender):
+    ranking = brute_force_ranking(app, ("ocelot",), sender)
+    with prepare(registry=app.registry) as env:
+        messages = {m.message_id: m.thread for m in env["root"].lists[LIST].messages.values()}
+    best, matched = {}, {}
+    for message_id in ranking:
+        best.setdefault(messages[message_id], message_id)
+        matched[messages[message_id]] = matched.get(messages[message_id], 0) + 1
+    threads = list(best)
+    assert len(threads) > 420 and (sender or max(matched.values()) == 2)
+    query = "ocelot" + (f" from:{sender}" if sender else "")
+    for start in (0, 20, 400):
+        results, ids = search(app, query, group="thread", start=start, size=20)
+        assert ids == [best[key] for key in threads[start:start + 20]]
+        assert [hit.thread_matches for hit in results.hits] == [matched[key] for key in threads[start:start + 20]]
 
 
 def test_a_filtered_word_counts_about_as_many_as_match(app):

@@ -537,10 +537,8 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
     results.sort = sort
     best_only = None
     if asked.text is None:
-        if group == "thread":
-            scored = _as_scored(archive.catalog.query(asked.filters)[1])
-        else:
-            scored = _as_scored(archive.catalog.query(asked.filters)[1])
+        scored = _as_scored(_filtered(archive, asked))
+        if group != "thread":
             if len(scored) > DATE_LOOKUP_MAX:
                 # Most of the archive: the date index's own walk is quicker.
                 total, found = search_page(archive, asked.filters, start, size, "date",
@@ -593,6 +591,25 @@ def _as_scored(docids):
 
 def _all_lists_in(archive, scope):
     return set(scope) >= set(archive.lists.keys())
+
+
+# Indexes that hold messages only (not threads).
+MESSAGE_INDEXES = frozenset({"sender", "has_attachment", "file", "is", "subject", "text"})
+
+
+def _filtered(archive, asked):
+    """The docids of the messages ``asked`` finds by its fields alone (no words).
+
+    The ``kind`` and ``list`` sets hold (nearly) the whole archive: asked
+    only when a field does not already leave messages of the lists in
+    scope alone.
+    """
+    conditions = list(asked.conditions)
+    if not any(getattr(condition, "index_name", None) in MESSAGE_INDEXES for condition in conditions):
+        return archive.catalog.query(asked.filters)[1]
+    if not _all_lists_in(archive, asked.scope):
+        conditions.append(Any("list", asked.scope))
+    return archive.catalog.query(conditions[0] if len(conditions) == 1 else And(*conditions))[1]
 
 
 def _matching(archive, asked, best=None):

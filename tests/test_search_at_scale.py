@@ -112,6 +112,11 @@ def test_a_count_above_the_threshold_is_an_estimate_on_the_page_and_in_json(app)
     assert len(data["results"]) == 20
 
 
+def test_the_help_page_says_from_how_many_matches_counts_are_rough(app):
+    page = TestApp(app).get("/search-help")
+    assert f"more than {EXACT_UP_TO} matches are counted roughly" in " ".join(page.html.text.split())
+
+
 def test_a_count_within_the_threshold_is_exact(app):
     browser = TestApp(app)
     data = browser.get("/api/search", params={"q": '"gray heron" from:ada date:2015-01-01'}).json

@@ -349,6 +349,19 @@ class FullTextIndex(OkapiIndex):
                 found.append(docid)
         return found
 
+    def _chunk_bounds(self, ceilings, idf, mean_length):
+        """The best score each chunk can hold, from its ceiling (``ceiling_of``)."""
+        sizes = np.fromiter((len(ceiling) // 4 for ceiling in ceilings), dtype=np.int64, count=len(ceilings))
+        bounds = np.zeros(len(ceilings))
+        if not sizes.any():
+            return bounds
+        values = np.frombuffer(b"".join(ceilings), dtype="<i4").astype(np.int64)
+        scores = self._bm25(values, idf, mean_length)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        held = sizes > 0
+        bounds[held] = np.maximum.reduceat(scores, starts[held])
+        return bounds
+
     def best_word_scores(self, wid, count, allowed=None):
         """``(scored, total, exact)`` for the documents holding word ``wid``, ranked by ``top``.
 
@@ -384,16 +397,23 @@ class FullTextIndex(OkapiIndex):
         found = [scored_pairs(tail)]
         read, kept = len(tail) // 8, len(found[0][0])
         best = found[0][1]
-        bounds = [self._bm25(np.frombuffer(ceiling, dtype="<i4").astype(np.int64), idf, mean_length).max()
-                  if ceiling else 0.0 for ceiling in ceilings]
-        for at in sorted(range(len(chunks)), key=bounds.__getitem__, reverse=True):
+        bounds = self._chunk_bounds(ceilings, idf, mean_length)
+        order = np.argsort(-bounds, kind="stable").tolist()
+        position, batch = 0, 1
+        while position < len(order):
             # Equal scores are ordered by date: a chunk whose best only
             # equals the page's last score may still hold a newer one.
-            if len(best) >= count and best.min() > bounds[at]:
+            floor = best.min() if len(best) >= count else -np.inf
+            taking = [at for at in order[position:position + batch] if bounds[at] >= floor]
+            if not taking:
                 break
-            docids, scores = scored_pairs(chunks[at].data)
+            # Chunks are read in batches that double, best first: one pass
+            # of numpy over many chunks costs less than one per chunk.
+            position, batch = position + batch, batch * 2
+            data = b"".join([chunks[at].data for at in taking])
+            docids, scores = scored_pairs(data)
             found.append((docids, scores))
-            read += len(chunks[at].data) // 8
+            read += len(data) // 8
             kept += len(docids)
             best = np.concatenate([best, scores])
             if len(best) > count:

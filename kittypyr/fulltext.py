@@ -420,6 +420,10 @@ class FullTextIndex(OkapiIndex):
                 best = np.partition(best, len(best) - count)[len(best) - count:]
         docids = np.concatenate([part[0] for part in found])
         scores = np.concatenate([part[1] for part in found])
+        if len(best) >= count:
+            # What scores below the count-th best can never be shown.
+            keep = scores >= best.min()
+            docids, scores = docids[keep], scores[keep]
         if allowed is None:
             return _sorted(docids, scores), len(postings), True
         exact = read >= len(postings)

@@ -548,7 +548,7 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
                 return results
     else:
         # Only pages by relevance can leave out the matches that cannot reach them.
-        best = (start + size if group == "message" else _threads_looked_at(start + size)) \
+        best = (start + size if group == "message" else _THREADS_FIRST_LOOKED * (start + size)) \
             if sort == "relevance" else None
         scored, best_only = _matching(archive, asked, best)
         if scored.check is not None and len(scored) <= limits.max_exact_count:
@@ -800,9 +800,15 @@ def _page_of_matches(archive, scored, sort, start, size):
     return kept[start:wanted], _estimated_total(scored, looked, len(kept)), True
 
 
-def _threads_looked_at(wanted):
+# Messages first looked at for each thread wanted: all of them scored, a
+# few hundred cost nothing more; read from the best of a word's postings,
+# the fewer the better (four times more are read when they are too few).
+_THREADS_FIRST_LOOKED = 2
+
+
+def _threads_looked_at(wanted, best_only):
     """How many messages are first looked at for ``wanted`` threads."""
-    return max(4 * wanted, 200)
+    return _THREADS_FIRST_LOOKED * wanted if best_only is not None else max(4 * wanted, 200)
 
 
 def _by_thread(archive, found, sort, start, size, widen=None):
@@ -822,7 +828,7 @@ def _by_thread(archive, found, sort, start, size, widen=None):
     list_of = catalog["list"]._rev_index.get
     wanted = start + size
     scored, best_only = found
-    looked = _threads_looked_at(wanted)
+    looked = _threads_looked_at(wanted, best_only)
     while True:
         if best_only is None:
             candidates = len(scored)

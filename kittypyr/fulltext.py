@@ -362,6 +362,45 @@ class FullTextIndex(OkapiIndex):
         bounds[held] = np.maximum.reduceat(scores, starts[held])
         return bounds
 
+    def best_allowed_scores(self, wid, count, allowed, exact_up_to):
+        """``(scored, total, exact)`` as ``best_word_scores``, among the docids of the set ``allowed``.
+
+        A field keeps a share of the word's documents that no chunk's
+        ceiling knows of, so every posting is scored (one numpy pass); but
+        only the best of them, as many as the share predicts the page
+        needs (four times more while too few), are looked up in
+        ``allowed``, and the total is estimated from postings spread over
+        all of them. When that estimate is at most ``exact_up_to`` the
+        matches are counted: every posting is looked up.
+        """
+        docids, values = self._postings(wid)
+        if not len(docids) or not len(allowed):
+            return EMPTY, 0, True
+        documents, mean_length = self._statistics()
+        scores = self._bm25(values, inverse_doc_frequency(len(docids), documents), mean_length)
+        spread = np.unique(np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64))
+        share = sum(1 for docid in docids[spread].tolist() if docid in allowed) / len(spread)
+        total = round(share * len(docids))
+        if total <= exact_up_to or share == 0:
+            keep = np.fromiter((docid in allowed for docid in docids.tolist()), dtype=bool, count=len(docids))
+            return _sorted(docids[keep], scores[keep]), int(keep.sum()), True
+        looked = min(len(docids), max(256, int(4 * count / share)))
+        while True:
+            if looked >= len(docids):
+                best = np.arange(len(docids))
+            else:
+                best = np.argpartition(-scores, looked - 1)[:looked]
+            keep = np.fromiter((docid in allowed for docid in docids[best].tolist()), dtype=bool,
+                               count=len(best))
+            passed = best[keep]
+            if looked >= len(docids):
+                return _sorted(docids[passed], scores[passed]), len(passed), True
+            # Every posting not looked at scores at most the lowest looked at.
+            if len(passed) >= count and np.partition(scores[passed], len(passed) - count)[
+                    len(passed) - count] > scores[best].min():
+                return _sorted(docids[passed], scores[passed]), max(total, len(passed)), False
+            looked = min(len(docids), looked * 4)
+
     def best_word_scores(self, wid, count, allowed=None):
         """``(scored, total, exact)`` for the documents holding word ``wid``, ranked by ``top``.
 

@@ -550,14 +550,14 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         # Only pages by relevance can leave out the matches that cannot reach them.
         best = (start + size if group == "message" else _THREADS_FIRST_LOOKED * (start + size)) \
             if sort == "relevance" else None
-        scored, best_only = _matching(archive, asked, best)
+        scored, best_only = _matching(archive, asked, best, limits.max_exact_count)
         if scored.check is not None and len(scored) <= limits.max_exact_count:
             scored = verified(scored)
     if group == "thread":
         widen = None
         if best_only is not None:
             def widen(looked):
-                return _matching(archive, asked, looked)
+                return _matching(archive, asked, looked, limits.max_exact_count)
         docids, counts, total, results.threads, results.threads_estimated, scored, estimated = _by_thread(
             archive, (scored, best_only), sort, start, size, widen)
     elif best_only is not None:
@@ -612,7 +612,7 @@ def _filtered(archive, asked):
     return archive.catalog.query(conditions[0] if len(conditions) == 1 else And(*conditions))[1]
 
 
-def _matching(archive, asked, best=None):
+def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_count):
     """``(scored, best_only)``: the messages ``asked`` finds, scored by the text index.
 
     The other conditions are asked of the catalog once, as a set of docids
@@ -622,9 +622,10 @@ def _matching(archive, asked, best=None):
 
     With ``best`` given and one word asked, ``scored`` holds only what can
     be among the ``best`` first by relevance, the conditions applied before
-    scoring (see ``FullTextIndex.best_word_scores``), and ``best_only`` is
-    ``(total, estimated)``; otherwise ``scored`` is every match and
-    ``best_only`` None.
+    scoring (see ``FullTextIndex.best_word_scores`` and
+    ``best_allowed_scores``: counted exactly up to ``exact_up_to``), and
+    ``best_only`` is ``(total, estimated)``; otherwise ``scored`` is every
+    match and ``best_only`` None.
     """
     catalog = archive.catalog
     word = _lone_word(catalog, asked) if best is not None else None
@@ -639,19 +640,19 @@ def _matching(archive, asked, best=None):
     allowed = None
     if conditions:
         query = conditions[0] if len(conditions) == 1 else And(*conditions)
-        allowed = _as_scored(catalog.query(query)[1]).docids
+        allowed = catalog.query(query)[1]
     if word is not None:
         index = catalog["text"].index
-        scored, total, exact = index.best_word_scores(word, best, allowed)
+        if allowed is None:
+            scored, total, exact = index.best_word_scores(word, best)
+        else:
+            scored, total, exact = index.best_allowed_scores(word, best, allowed, exact_up_to)
 
         def matching(docids):
-            if allowed is not None:
-                docids = restricted(Scored(np.array(docids, dtype=np.int64), np.zeros(len(docids))),
-                                    allowed).docids.tolist()
-            return index.holding(word, docids)
+            return index.holding(word, [docid for docid in docids if allowed is None or docid in allowed])
 
         return scored, BestOnly(total, not exact, matching)
-    return (scored if allowed is None else restricted(scored, allowed)), None
+    return (scored if allowed is None else restricted(scored, _as_scored(allowed).docids)), None
 
 
 @dataclass

@@ -373,9 +373,12 @@ class FullTextIndex(OkapiIndex):
         all of them. When that estimate is at most ``exact_up_to`` the
         matches are counted: every posting is looked up.
         """
-        docids, values = self._postings(wid)
-        if not len(docids) or not len(allowed):
+        postings = self._wordinfo.get(wid)
+        if postings is None or not len(allowed):
             return EMPTY, 0, True
+        # Read as they are stored (int32): the docids that pass are few.
+        pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
+        docids, values = pairs[:, 0], pairs[:, 1]
         documents, mean_length = self._statistics()
         scores = self._bm25(values, inverse_doc_frequency(len(docids), documents), mean_length)
         spread = np.unique(np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64))
@@ -383,7 +386,7 @@ class FullTextIndex(OkapiIndex):
         total = round(share * len(docids))
         if total <= exact_up_to or share == 0:
             keep = np.fromiter((docid in allowed for docid in docids.tolist()), dtype=bool, count=len(docids))
-            return _sorted(docids[keep], scores[keep]), int(keep.sum()), True
+            return _sorted(docids[keep].astype(np.int64), scores[keep]), int(keep.sum()), True
         looked = min(len(docids), max(256, int(4 * count / share)))
         while True:
             if looked >= len(docids):
@@ -394,11 +397,11 @@ class FullTextIndex(OkapiIndex):
                                count=len(best))
             passed = best[keep]
             if looked >= len(docids):
-                return _sorted(docids[passed], scores[passed]), len(passed), True
+                return _sorted(docids[passed].astype(np.int64), scores[passed]), len(passed), True
             # Every posting not looked at scores at most the lowest looked at.
             if len(passed) >= count and np.partition(scores[passed], len(passed) - count)[
                     len(passed) - count] > scores[best].min():
-                return _sorted(docids[passed], scores[passed]), max(total, len(passed)), False
+                return _sorted(docids[passed].astype(np.int64), scores[passed]), max(total, len(passed)), False
             looked = min(len(docids), looked * 4)
 
     def best_word_scores(self, wid, count, allowed=None):

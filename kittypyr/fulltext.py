@@ -385,8 +385,11 @@ class FullTextIndex(OkapiIndex):
         share = sum(1 for docid in docids[spread].tolist() if docid in allowed) / len(spread)
         total = round(share * len(docids))
         if total <= exact_up_to or share == 0:
-            keep = np.fromiter((docid in allowed for docid in docids.tolist()), dtype=bool, count=len(docids))
-            return _sorted(docids[keep].astype(np.int64), scores[keep]), int(keep.sum()), True
+            every = Scored(docids.astype(np.int64), scores)
+            allowed = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
+            allowed.sort()
+            kept = restricted(_sorted(every.docids, every.scores), allowed)
+            return kept, len(kept), True
         looked = min(len(docids), max(256, int(4 * count / share)))
         while True:
             if looked >= len(docids):

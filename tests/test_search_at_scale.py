@@ -121,6 +121,8 @@ def test_a_count_within_the_threshold_is_exact(app):
     browser = TestApp(app)
     data = browser.get("/api/search", params={"q": '"gray heron" from:ada date:2015-01-01'}).json
     assert data["count_estimated"] is False and data["count"] == 8
+    data = browser.get("/api/search", params={"q": "ocelot date:2015-02-20"}).json  # 24 hours, all hold it
+    assert data["count_estimated"] is False and data["count"] == 24
     page = browser.get("/search", params={"q": '"gray heron" date:2015-01-01'})
     assert page.html.select_one("p.count").text.startswith("24 messages found")
 

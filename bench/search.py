@@ -203,8 +203,8 @@ def main():
         for name in QUERIES:
             query, found, _, p50, _, cpu = columns["1x"][name]
             _, found_scaled, _, p50_scaled, _, cpu_scaled = columns["scaled"][name]
-            print(f"{name:20} {query:30} {found:>8} {p50:7.1f} {cpu:7.1f} {found_scaled:>9} {p50_scaled:7.1f} "
-                  f"{cpu_scaled:7.1f} {p50_scaled / p50:6.2f} {cpu_scaled / cpu:9.2f}")
+            print(f"{name:20} {query:30} {found:>8} {p50:7.1f} {cpu:7.1f} {found_scaled:>9} "
+                  f"{p50_scaled:7.1f} {cpu_scaled:7.1f} {p50_scaled / p50:6.2f} {cpu_scaled / cpu:9.2f}")
         print(f"server RSS after the {args.scale}x run: {rss:.0f} MB; p50 and cpu in ms a request")
         return
 

@@ -28,7 +28,8 @@ from repoze.catalog.query import Query
 from zope.index.text import widcode
 from zope.index.text.baseindex import inverse_doc_frequency
 
-from kittypyr.lexicon import OkapiIndex, Postings, PreparedText, encode_positions, packed_postings, split_words
+from kittypyr.lexicon import (OkapiIndex, Postings, PreparedText, encode_positions, packed_postings,
+                              split_words)
 from kittypyr.zones import ZONE_BITS, message_zones
 
 LENGTH_MAX = 0xFFFF
@@ -404,7 +405,8 @@ class FullTextIndex(OkapiIndex):
             # Every posting not looked at scores at most the lowest looked at.
             if len(passed) >= count and np.partition(scores[passed], len(passed) - count)[
                     len(passed) - count] > scores[best].min():
-                return _sorted(docids[passed].astype(np.int64), scores[passed]), max(total, len(passed)), False
+                found = _sorted(docids[passed].astype(np.int64), scores[passed])
+                return found, max(total, len(passed)), False
             looked = min(len(docids), looked * 4)
 
     def best_word_scores(self, wid, count, allowed=None):

@@ -780,11 +780,9 @@ def _estimated_total(scored, looked, kept):
 def _page_of_matches(archive, scored, sort, start, size):
     """``(docids, total, estimated)``: the page asked for and how many match.
 
-    The total is estimated when some candidates were never checked.
-
     Candidates that still need their ``check`` (phrases) are checked in
-    the order asked only until the page is full. A ``start`` past the
-    last match gives the last page.
+    the order asked only until the page is full; the total is then
+    estimated. A ``start`` past the last match gives the last page.
     """
     if scored.check is None:
         return _ordered_page(archive, scored, sort, start, size), len(scored), False
@@ -854,7 +852,9 @@ def _by_thread(archive, found, sort, start, size, widen=None):
     else:
         total = len(ordered) if exhausted else _estimated_total(scored, looked, len(ordered))
         estimated = not exhausted and scored.check is not None
-    threads = len(firsts) if exhausted else max(len(firsts), round(len(firsts) * total / max(1, len(ordered))))
+    threads = len(firsts)
+    if not exhausted:
+        threads = max(threads, round(threads * total / max(1, len(ordered))))
     shown = list(firsts.items())
     start = _last_page_start(start, size, len(shown)) if exhausted else start
     page = shown[start:wanted]

@@ -177,7 +177,8 @@ def brute_force_ranking(app, words, sender=None):
         index = archive.catalog["text"].index
         documents = []
         for message in archive.lists[LIST].messages.values():
-            zones = message_zones(message.subject, message.sender_name, message.body_text, message.attachments)
+            zones = message_zones(message.subject, message.sender_name, message.body_text,
+                                  message.attachments)
             length, frequencies = 0, dict.fromkeys(words, 0)
             for _, weight, text in zones.segments:
                 split = split_words(text)
@@ -231,7 +232,8 @@ def test_one_per_thread_pages_hold_each_threads_best_message_and_its_matches(app
     for start in (0, 20, 400):
         results, ids = search(app, query, group="thread", start=start, size=20)
         assert ids == [best[key] for key in threads[start:start + 20]]
-        assert [hit.thread_matches for hit in results.hits] == [matched[key] for key in threads[start:start + 20]]
+        counts = [matched[key] for key in threads[start:start + 20]]
+        assert [hit.thread_matches for hit in results.hits] == counts
 
 
 def test_a_filtered_word_counts_about_as_many_as_match(app):
@@ -253,7 +255,8 @@ def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app):
             if isinstance(postings, RankedPostings):
                 # As the archive's previous version stored them.
                 plain = Postings()
-                plain._chunks, plain._chunked, plain._tail = postings._chunks, postings._chunked, postings._tail
+                plain._chunks, plain._chunked = postings._chunks, postings._chunked
+                plain._tail = postings._tail
                 wordinfo[wid] = plain
         archive.schema_version = 5
         transaction.commit()

@@ -1,4 +1,7 @@
-"""Search: the query language, its translation to catalog queries, and snippets.
+"""Search: the query language and its translation to catalog queries.
+
+The order of a page of results and its count are ``kittypyr.ranking``'s,
+the snippets ``kittypyr.snippets``'.
 
 ``run_search`` is the only entry point pages and the JSON API use. Every
 query is cut down to the lists the reader may see by one filter on the
@@ -18,9 +21,6 @@ in the same problem line.
 """
 
 import calendar
-import functools
-import html
-import itertools
 import logging
 import re
 from dataclasses import dataclass, field
@@ -32,13 +32,15 @@ from pyramid.traversal import find_resource, find_root
 from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
-from kittypyr.fulltext import FullText, Scored, restricted, rounded_estimate, top, verified
-from kittypyr.rendering import obfuscate_address
+from kittypyr.fulltext import FullText, Scored, restricted, verified
+from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
+                              ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
-from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED, message_zones
+from kittypyr.snippets import snippet
+from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
 
 FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before", "file", "is",
           "quoted", "own", "patch", "added", "removed")
@@ -543,12 +545,12 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
                 # Most of the archive: the date index's own walk is quicker.
                 total, found = search_page(archive, asked.filters, start, size, "date",
                                            reverse=sort == "date-desc")
-                results.total, results.total_estimated = _counted(total, limits)
+                results.total, results.total_estimated = counted_total(total, limits)
                 results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words)) for m in found]
                 return results
     else:
         # Only pages by relevance can leave out the matches that cannot reach them.
-        best = (start + size if group == "message" else _THREADS_FIRST_LOOKED * (start + size)) \
+        best = (start + size if group == "message" else THREADS_FIRST_LOOKED * (start + size)) \
             if sort == "relevance" else None
         scored, best_only = _matching(archive, asked, best, limits.max_exact_count)
         if scored.check is not None and len(scored) <= limits.max_exact_count:
@@ -558,17 +560,17 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         if best_only is not None:
             def widen(looked):
                 return _matching(archive, asked, looked, limits.max_exact_count)
-        docids, counts, total, results.threads, results.threads_estimated, scored, estimated = _by_thread(
-            archive, (scored, best_only), sort, start, size, widen)
+        docids, counts, total, results.threads, results.threads_estimated, scored, estimated = \
+            page_of_threads(archive, (scored, best_only), sort, start, size, widen)
     elif best_only is not None:
         total, estimated = best_only
-        start = _last_page_start(start, size, total)
-        docids = _ordered_page(archive, scored, sort, start, size)
+        start = last_page_start(start, size, total)
+        docids = ordered_page(archive, scored, sort, start, size)
         counts = None
     else:
-        docids, total, estimated = _page_of_matches(archive, scored, sort, start, size)
+        docids, total, estimated = page_of_matches(archive, scored, sort, start, size)
         counts = None
-    results.total, results.total_estimated = _counted(total, limits, estimated)
+    results.total, results.total_estimated = counted_total(total, limits, estimated)
     hits = []
     scores = scored.scores[np.searchsorted(scored.docids, np.array(docids, dtype=np.int64))] if docids else []
     for at, docid in enumerate(docids):
@@ -679,197 +681,6 @@ def _lone_word(catalog, asked):
     return wids[0] if len(wids) == 1 and wids[0] is not None else None
 
 
-# Up to this many matches are put in date order by looking each one's date up.
-DATE_LOOKUP_MAX = 50_000
-
-
-def _date_of(archive):
-    return archive.catalog["date"]._rev_index.get
-
-
-def _ordered_page(archive, scored, sort, start, size):
-    """The docids of the page asked for, in the order asked."""
-    start = _last_page_start(start, size, len(scored))
-    if not len(scored):
-        return []
-    if sort == "relevance":
-        best = top(scored, start + size, _date_of(archive))
-        return [int(scored.docids[at]) for at in best[start:]]
-    if len(scored) <= DATE_LOOKUP_MAX:
-        # The dates of the matches that can reach the page looked up and
-        # sorted at once: the date index's sort of a few thousand docids
-        # walked far more of the index.
-        candidates = _by_months(archive, scored, sort == "date-desc", start + size)
-        date_of = _date_of(archive)
-        dates = np.fromiter((date_of(docid, 0) for docid in candidates.tolist()), dtype=np.int64,
-                            count=len(candidates))
-        order = np.lexsort((candidates, dates))
-        if sort == "date-desc":
-            order = order[::-1]
-        return [int(docid) for docid in candidates[order[start:start + size]]]
-    docids = archive.catalog["date"].family.IF.TreeSet(scored.docids.tolist())
-    ordered = archive.catalog["date"].sort(docids, reverse=sort == "date-desc", limit=start + size)
-    return list(itertools.islice(ordered, start, start + size))
-
-
-def _by_months(archive, scored, newest_first, wanted):
-    """The docids of ``scored`` that can be among its ``wanted`` first in date order.
-
-    When the matches are many among the archive's messages, they are
-    taken month by month from the newest (or the oldest) until ``wanted``
-    are in, and one month more: a message's month is its sender's, hours
-    off its place in time. Looking up every match's date would cost as
-    many look-ups as matches; this, about ``wanted`` months' worth of
-    messages divided by the share that matches. Otherwise every match.
-    """
-    months = archive.catalog["month"]
-    messages = months._num_docs()
-    if len(scored) ** 2 <= 4 * wanted * messages:
-        return scored.docids
-    keys = list(months._fwd_index.keys())
-    if newest_first:
-        keys.reverse()
-    found, count, more = [], 0, None
-    for key in keys:
-        members = np.fromiter(months._fwd_index[key], dtype=np.int64)
-        at = np.searchsorted(scored.docids, members)
-        inside = members[scored.docids[np.minimum(at, len(scored) - 1)] == members]
-        found.append(inside)
-        count += len(inside)
-        if more is not None:
-            break
-        if count >= wanted:
-            more = key
-    return np.concatenate(found) if found else scored.docids[:0]
-
-
-def _counted(total, limits, estimated=False):
-    """``(count shown, whether it is an estimate)``: rounded above ``limits.max_exact_count``."""
-    if estimated or total > limits.max_exact_count:
-        return rounded_estimate(total), True
-    return total, False
-
-
-def _matches_in_order(archive, scored, sort, looked):
-    """The real matches among the first ``looked`` candidates of ``scored``, in the order asked."""
-    ordered = _ordered_page(archive, scored, sort, 0, looked)
-    if scored.check is None:
-        return ordered
-    return [docid for docid in ordered if scored.check(docid)]
-
-
-# Candidates looked at, spread over all of them, to estimate how many match.
-ESTIMATE_SAMPLE = 200
-
-
-def _estimated_total(scored, looked, kept):
-    """How many of ``scored`` match: ``kept`` of the first ``looked``, the rest from a sample.
-
-    The first candidates in rank order match more often than the others
-    (they hold the words more), so the rest is estimated from candidates
-    spread evenly over the docids.
-    """
-    rest = len(scored) - looked
-    if rest <= 0 or scored.check is None:
-        return kept + max(rest, 0)
-    sample = np.unique(np.linspace(0, len(scored) - 1, min(ESTIMATE_SAMPLE, len(scored))).astype(np.int64))
-    found = sum(1 for docid in scored.docids[sample].tolist() if scored.check(docid))
-    return kept + round(rest * found / len(sample))
-
-
-def _page_of_matches(archive, scored, sort, start, size):
-    """``(docids, total, estimated)``: the page asked for and how many match.
-
-    Candidates that still need their ``check`` (phrases) are checked in
-    the order asked only until the page is full; the total is then
-    estimated. A ``start`` past the last match gives the last page.
-    """
-    if scored.check is None:
-        return _ordered_page(archive, scored, sort, start, size), len(scored), False
-    wanted = start + size
-    looked = min(len(scored), max(2 * wanted, 100))
-    while True:
-        kept = _matches_in_order(archive, scored, sort, looked)
-        if len(kept) >= wanted or looked >= len(scored):
-            break
-        looked = min(len(scored), looked * 4)
-    if looked >= len(scored):
-        start = _last_page_start(start, size, len(kept))
-        return kept[start:start + size], len(kept), False
-    return kept[start:wanted], _estimated_total(scored, looked, len(kept)), True
-
-
-# Messages first looked at for each thread wanted: all of them scored, a
-# few hundred cost nothing more; read from the best of a word's postings,
-# the fewer the better (four times more are read when they are too few).
-_THREADS_FIRST_LOOKED = 2
-
-
-def _threads_looked_at(wanted, best_only):
-    """How many messages are first looked at for ``wanted`` threads."""
-    return _THREADS_FIRST_LOOKED * wanted if best_only is not None else max(4 * wanted, 200)
-
-
-def _by_thread(archive, found, sort, start, size, widen=None):
-    """The best message of each thread on the page:
-    ``(docids, matches, total, threads, threads estimated, scored, total estimated)``.
-
-    ``found`` is ``(scored, best_only)`` from ``_matching``; ``widen(n)``,
-    when given, gives it again holding the ``n`` best. Messages are taken
-    in the order asked and the first of each thread kept, until the page
-    is full; ``matches`` counts each kept thread's matching messages,
-    ``total`` the messages matched. ``threads`` is the number of threads
-    matched: counted when all matches were looked at, else estimated from
-    the share of new threads among those that were.
-    """
-    catalog = archive.catalog
-    thread_of = catalog["thread"]._rev_index.get
-    list_of = catalog["list"]._rev_index.get
-    wanted = start + size
-    scored, best_only = found
-    looked = _threads_looked_at(wanted, best_only)
-    while True:
-        if best_only is None:
-            candidates = len(scored)
-        else:
-            # Fewer than asked for only when every match was read.
-            candidates = best_only.total if len(scored) >= looked else len(scored)
-        looked = min(candidates, looked)
-        ordered = _matches_in_order(archive, scored, sort, looked)
-        firsts = {}
-        for docid in ordered:
-            key = (list_of(docid), thread_of(docid))
-            if key not in firsts:
-                firsts[key] = docid
-        if len(firsts) >= wanted or looked >= candidates:
-            break
-        looked *= 4
-        if widen is not None:
-            scored, best_only = widen(looked)
-    exhausted = looked >= candidates
-    if best_only is not None:
-        total, estimated = best_only.total, best_only.estimated
-    else:
-        total = len(ordered) if exhausted else _estimated_total(scored, looked, len(ordered))
-        estimated = not exhausted and scored.check is not None
-    threads = len(firsts)
-    if not exhausted:
-        threads = max(threads, round(threads * total / max(1, len(ordered))))
-    shown = list(firsts.items())
-    start = _last_page_start(start, size, len(shown)) if exhausted else start
-    page = shown[start:wanted]
-    matches = []
-    for (address, key), _ in page:
-        members = catalog["thread"]._fwd_index.get(key, ())
-        members = sorted(docid for docid in members if list_of(docid) == address)
-        if best_only is not None:
-            matches.append(len(best_only.matching(members)))
-            continue
-        in_thread = restricted(scored, np.array(members, dtype=np.int64))
-        matches.append(len(verified(in_thread)) if scored.check is not None else len(in_thread))
-    return [docid for _, docid in page], matches, total, threads, not exhausted, scored, estimated
-
-
 def _resource(archive, docid):
     path = archive.document_map.address_for_docid(docid)
     if path is None:
@@ -893,100 +704,6 @@ def _in_tagged_threads(archive, list_addresses, tags):
         query = part if query is None else query | part
     return query
 
-
-def _last_page_start(start, size, total):
-    """``start``, or the first item of the last page when ``start`` is past the end."""
-    if start < total:
-        return start
-    return max(0, (total - 1) // size * size)
-
-
-SNIPPET_CHARS = 240
-# Words are looked for in this much of a body: twenty hits of a multi-MB
-# log would otherwise be lower-cased and scanned whole for one page.
-SNIPPET_SCAN_CHARS = 64 * 1024
-
-
-# "Cc: x", "Signed-off-by: x", "Reported-by: x": lines that name people,
-# shown in a snippet only when nothing else matched.
-_HEADER_LIKE = re.compile(r"^\s*[A-Za-z][\w-]{0,30}:(\s|$)")
-
-
-def _matching_line(text, pattern):
-    """``(line, position of the match in it)`` of the best line of ``text`` that ``pattern`` matches.
-
-    Best is the author's own words, then quotes and patches, then
-    header-like lines; the first such line in reading order.
-    """
-    # Zones are worked out only as far as the first few matches reach: a
-    # word matched deep in a long patch must not cost walking all of it.
-    matches = list(itertools.islice(pattern.finditer(text), 3))
-    if not matches:
-        return None
-    cut = text.find("\n", matches[-1].end())
-    best = None
-    for zone, _, pieces in message_zones("", "", text if cut < 0 else text[:cut]).parts:
-        for line in itertools.chain.from_iterable(piece.split("\n") for piece in pieces):
-            found = pattern.search(line)
-            if found is None:
-                continue
-            rank = 2 if _HEADER_LIKE.match(line) else (0 if zone & OWN else 1)
-            if best is None or rank < best[0]:
-                best = (rank, line, found.start())
-                if rank == 0:
-                    return best[1:]
-    return best[1:] if best else None
-
-
-@functools.lru_cache(maxsize=256)
-def _words_pattern(words):
-    """The regular expression finding any of ``words`` (a tuple) at a word's start, cached."""
-    if not words:
-        return None
-    alternatives = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
-    return re.compile(r"(?<!\w)(?:" + alternatives + ")", re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=256)
-def _marks_pattern(words):
-    """The regular expression marking ``words`` in escaped text, cached."""
-    return re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len, reverse=True)),
-                      re.IGNORECASE)
-
-
-def snippet(text, words):
-    """A short piece of ``text`` where ``words`` matched, the words in <mark>.
-
-    The piece comes from the author's own words when they hold a match,
-    else from quotes or patches, and from a header-like line (``Cc:``,
-    ``Signed-off-by:``) only when nothing else matched; without a match,
-    the text's beginning. Only the first ``SNIPPET_SCAN_CHARS`` of
-    ``text`` are looked at.
-    """
-    text = text[:SNIPPET_SCAN_CHARS]
-    pattern = _words_pattern(tuple(words))
-    found = _matching_line(text, pattern) if pattern is not None else None
-    if found is None:
-        piece, prefix = text, ""
-    else:
-        line, position = found
-        at = text.find(line)
-        begin = max(at, at + position - SNIPPET_CHARS // 3) if at >= 0 else 0
-        if at < 0:
-            piece = line
-        else:
-            # Start at a word's beginning, not in the middle of one.
-            while begin > at and not text[begin - 1].isspace():
-                begin -= 1
-            piece = text[begin:]
-        prefix = "… " if begin > 0 else ""
-    words_of_piece = " ".join(piece[: SNIPPET_CHARS * 2].split())
-    shown = words_of_piece[:SNIPPET_CHARS]
-    suffix = " …" if len(words_of_piece) > SNIPPET_CHARS or len(piece) > SNIPPET_CHARS * 2 else ""
-    escaped = html.escape(obfuscate_address(shown))
-    if words:
-        escaped = _marks_pattern(tuple(words)).sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
-    return Markup(prefix + escaped + suffix)
 
 
 def _snippet_of(message, words):

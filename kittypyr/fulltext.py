@@ -21,7 +21,6 @@ process only turns words into ids and appends the packed postings.
 """
 
 import array
-import math
 
 import numpy as np
 from repoze.catalog.query import Query
@@ -30,6 +29,7 @@ from zope.index.text.baseindex import inverse_doc_frequency
 
 from kittypyr.lexicon import (OkapiIndex, Postings, PreparedText, encode_positions, packed_postings,
                               split_words)
+from kittypyr.scored import EMPTY, Scored, all_of, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
 LENGTH_MAX = 0xFFFF
@@ -92,90 +92,6 @@ def zoned_text_of(message):
     # Three indexes (text, file, is) read it in a row.
     message._v_prepared_text = prepared
     return prepared
-
-
-class Scored:
-    """Matching documents: ``docids`` (sorted, unique) and their ``scores``, numpy arrays.
-
-    ``check``, when not None, says of a docid whether it really matches:
-    the documents are then candidates holding every word of a phrase, not
-    yet looked at for the phrase itself, so that a page of results need
-    only look at the candidates that can reach it (see ``verified``).
-    """
-
-    __slots__ = ("docids", "scores", "check")
-
-    def __init__(self, docids, scores, check=None):
-        self.docids = docids
-        self.scores = scores
-        self.check = check
-
-    def __len__(self):
-        return len(self.docids)
-
-
-def verified(scored):
-    """``scored`` without the candidates its ``check`` refuses: every one looked at."""
-    if scored.check is None or not len(scored):
-        return Scored(scored.docids, scored.scores)
-    check = scored.check
-    keep = np.fromiter((check(docid) for docid in scored.docids.tolist()), dtype=bool, count=len(scored))
-    return Scored(scored.docids[keep], scored.scores[keep])
-
-
-def _all_of(checks):
-    """One check out of several (None for none), each docid's answer remembered."""
-    checks = [check for check in checks if check is not None]
-    if not checks:
-        return None
-    answers = {}
-
-    def check(docid):
-        answer = answers.get(docid)
-        if answer is None:
-            answer = answers[docid] = all(one(docid) for one in checks)
-        return answer
-
-    return check
-
-
-EMPTY = Scored(np.empty(0, dtype=np.int64), np.empty(0))
-
-
-def _sorted(docids, scores):
-    if len(docids) > 1 and not np.all(docids[1:] > docids[:-1]):
-        order = np.argsort(docids, kind="stable")
-        docids, scores = docids[order], scores[order]
-    return Scored(docids, scores)
-
-
-def union(parts):
-    """Documents in any of ``parts``, their scores added."""
-    parts = [part for part in parts if len(part)]
-    if not parts:
-        return EMPTY
-    if len(parts) == 1:
-        return parts[0]
-    docids, inverse = np.unique(np.concatenate([p.docids for p in parts]), return_inverse=True)
-    scores = np.bincount(inverse, weights=np.concatenate([p.scores for p in parts]), minlength=len(docids))
-    return Scored(docids, scores)
-
-
-def intersection(first, second):
-    """Documents in both, their scores added."""
-    docids, at_first, at_second = np.intersect1d(first.docids, second.docids, assume_unique=True,
-                                                 return_indices=True)
-    return Scored(docids, first.scores[at_first] + second.scores[at_second])
-
-
-def restricted(scored, docids, keep=True):
-    """``scored`` limited to ``docids`` (a sorted array), or without them when ``keep`` is false."""
-    if not len(scored) or not len(docids):
-        return scored if not keep else EMPTY
-    at = np.searchsorted(docids, scored.docids)
-    found = docids[np.minimum(at, len(docids) - 1)] == scored.docids
-    mask = found if keep else ~found
-    return Scored(scored.docids[mask], scored.scores[mask], scored.check)
 
 
 def ceiling_of(data):
@@ -322,7 +238,7 @@ class FullTextIndex(OkapiIndex):
         if zones:
             keep = ((values >> ZONE_SHIFT) & zones) != 0
             docids, values = docids[keep], values[keep]
-        return _sorted(docids, self._bm25(values, idf, mean_length))
+        return in_docid_order(docids, self._bm25(values, idf, mean_length))
 
     def _bm25(self, values, idf, mean_length):
         frequency = ((values >> FREQUENCY_SHIFT) & FREQUENCY_MAX).astype(np.float64)
@@ -389,7 +305,7 @@ class FullTextIndex(OkapiIndex):
             every = Scored(docids.astype(np.int64), scores)
             allowed = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
             allowed.sort()
-            kept = restricted(_sorted(every.docids, every.scores), allowed)
+            kept = restricted(in_docid_order(every.docids, every.scores), allowed)
             return kept, len(kept), True
         looked = min(len(docids), max(256, int(4 * count / share)))
         while True:
@@ -401,16 +317,16 @@ class FullTextIndex(OkapiIndex):
                                count=len(best))
             passed = best[keep]
             if looked >= len(docids):
-                return _sorted(docids[passed].astype(np.int64), scores[passed]), len(passed), True
+                return in_docid_order(docids[passed].astype(np.int64), scores[passed]), len(passed), True
             # Every posting not looked at scores at most the lowest looked at.
             if len(passed) >= count and np.partition(scores[passed], len(passed) - count)[
                     len(passed) - count] > scores[best].min():
-                found = _sorted(docids[passed].astype(np.int64), scores[passed])
+                found = in_docid_order(docids[passed].astype(np.int64), scores[passed])
                 return found, max(total, len(passed)), False
             looked = min(len(docids), looked * 4)
 
     def best_word_scores(self, wid, count, allowed=None):
-        """``(scored, total, exact)`` for the documents holding word ``wid``, ranked by ``top``.
+        """``(scored, total, exact)`` for the documents holding word ``wid``, for ``scored.top``.
 
         ``scored`` holds every document that can be among the ``count``
         best (and others): the word's chunks are read best ceiling first,
@@ -472,10 +388,10 @@ class FullTextIndex(OkapiIndex):
             keep = scores >= best.min()
             docids, scores = docids[keep], scores[keep]
         if allowed is None:
-            return _sorted(docids, scores), len(postings), True
+            return in_docid_order(docids, scores), len(postings), True
         exact = read >= len(postings)
         total = kept if exact else round(kept * len(postings) / max(read, 1))
-        return _sorted(docids, scores), max(total, len(docids)), exact
+        return in_docid_order(docids, scores), max(total, len(docids)), exact
 
     def _search_wids(self, wids):
         # The same scores for zope.index's own query parser.
@@ -532,32 +448,6 @@ class FullTextIndex(OkapiIndex):
         return scored
 
 
-def top(scored, count, date_of):
-    """Positions in ``scored`` of its ``count`` best, best first; newer first among equal scores.
-
-    ``date_of(docid)`` is asked only for the documents that can reach the
-    page: those scoring at least the ``count``-th best score.
-    """
-    if not len(scored) or count <= 0:
-        return []
-    if count < len(scored):
-        threshold = np.partition(scored.scores, len(scored) - count)[len(scored) - count]
-        candidates = np.nonzero(scored.scores >= threshold)[0]
-    else:
-        candidates = np.arange(len(scored))
-    dates = [date_of(docid) or 0 for docid in scored.docids[candidates].tolist()]
-    order = sorted(range(len(candidates)), key=lambda i: (-scored.scores[candidates[i]], -dates[i]))
-    return [int(candidates[i]) for i in order[:count]]
-
-
-def rounded_estimate(count):
-    """``count`` rounded to two significant figures, for "about 21,000 messages"."""
-    if count < 100:
-        return count
-    magnitude = 10 ** (int(math.log10(count)) - 1)
-    return int(round(count / magnitude) * magnitude)
-
-
 def evaluate(index, groups, excluded=(), verify=True):
     """The documents of ``index`` matching every group and no excluded term, scored.
 
@@ -590,7 +480,7 @@ def evaluate(index, groups, excluded=(), verify=True):
         found = index.term(words, zones)
         if found is not None and len(found):
             scored = restricted(scored, found.docids, keep=False)
-    return Scored(scored.docids, scored.scores, _all_of(checks))
+    return Scored(scored.docids, scored.scores, all_of(checks))
 
 
 def all_documents(index):

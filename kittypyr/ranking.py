@@ -2,7 +2,7 @@
 
 Only the matches that can reach the page asked for are put in order, so a
 page costs about the same however many messages match: by relevance the
-best ones (``kittypyr.fulltext.top``), by date those of the newest or the
+best ones (``kittypyr.scored.top``), by date those of the newest or the
 oldest months (``_by_months``); phrases are looked for in the candidates in
 that order until the page is full, and the rest is counted from a sample.
 ``kittypyr.search.run_search`` asks here.
@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from kittypyr.fulltext import restricted, rounded_estimate, top, verified
+from kittypyr.scored import restricted, rounded_estimate, top, verified
 
 # Up to this many matches are put in date order by looking each one's date up.
 DATE_LOOKUP_MAX = 50_000

@@ -32,14 +32,15 @@ from pyramid.traversal import find_resource, find_root
 from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
-from kittypyr.fulltext import FullText, Scored, restricted, verified
+from kittypyr.fulltext import FullText
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
+from kittypyr.scored import Scored, restricted, verified
+from kittypyr.snippets import snippet
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
-from kittypyr.snippets import snippet
 from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
 
 FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before", "file", "is",

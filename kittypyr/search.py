@@ -423,6 +423,7 @@ class SearchResults:
     query: str
     total: int = 0  # messages matched; rounded when ``total_estimated``
     total_estimated: bool = False
+    matched: int = None  # messages matched, when counted exactly (pages are numbered by it)
     hits: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     sort: str = "relevance"
@@ -547,6 +548,7 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
                 total, found = search_page(archive, asked.filters, start, size, "date",
                                            reverse=sort == "date-desc")
                 results.total, results.total_estimated = counted_total(total, limits)
+                results.matched = total
                 results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words)) for m in found]
                 return results
     else:
@@ -572,6 +574,7 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
         docids, total, estimated = page_of_matches(archive, scored, sort, start, size)
         counts = None
     results.total, results.total_estimated = counted_total(total, limits, estimated)
+    results.matched = None if estimated else total
     hits = []
     scores = scored.scores[np.searchsorted(scored.docids, np.array(docids, dtype=np.int64))] if docids else []
     for at, docid in enumerate(docids):

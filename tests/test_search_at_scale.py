@@ -146,6 +146,18 @@ def test_a_page_past_the_estimate_answers_the_last_real_page(app):
     assert results.total == PHRASE_HOLDERS
 
 
+@pytest.mark.parametrize("sender", [None, "bob@example.org"])
+def test_pages_past_the_end_of_a_rounded_count_are_numbered_as_the_matches_are(app, sender):
+    matches = len(brute_force_ranking(app, ("ocelot",), sender))
+    last = math.ceil(matches / 20)
+    query = "ocelot" + (f" from:{sender}" if sender else "")
+    page = TestApp(app).get("/search", params={"q": query, "page": "1000"})
+    assert page.html.select_one("p.count").text.startswith("about ")
+    assert f"Page {last} of {last}" in page.text
+    data = TestApp(app).get("/api/search", params={"q": query, "page": "1000"}).json
+    assert data["page"] == data["pages"] == last and len(data["results"]) == matches - (last - 1) * 20
+
+
 def test_every_page_of_a_phrase_holds_only_and_all_its_messages(app):
     seen = []
     for start in range(0, PHRASE_HOLDERS + 20, 20):

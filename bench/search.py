@@ -12,7 +12,9 @@ the number of hits of each; then the catalog's size against the raw mail.
 
 ``--scale N`` builds, beside the corpus's archive, one of N copies of it
 (each copy's Message-IDs rewritten, so none is a duplicate) and prints the
-p50 of every query on both, with their ratio.
+p50 of every query on both, with their ratio, and the serving process's CPU
+time per request (which the machine's load does not change much); a count
+marked ``~`` is an estimate.
 
 ``--adversarial`` times, instead, what one anonymous request may ask: a
 20,000-word phrase, a 1,000-branch OR query and a page number far past the
@@ -132,26 +134,40 @@ def scaled_corpus(corpus, copies, target):
     return target
 
 
-def time_queries(port, requests):
-    """``{name: (query, hits, first ms, p50 ms, p95 ms)}`` for QUERIES."""
+def time_queries(port, requests, server=None):
+    """``{name: (query, hits, first ms, p50 ms, p95 ms, server CPU ms a request)}`` for QUERIES."""
     figures = {}
     for name, query in QUERIES.items():
         params = dict(QUERY_PARAMS.get(name, {}), q=query, mlist=LIST)
         url = "/search?" + urllib.parse.urlencode(params)
-        cold, p50, p95 = measure(port, url, requests)
-        figures[name] = (query, hits(port, query, params), cold, p50, p95)
+        first = measure(port, url, 1)[0]  # the first answer loads what the others find in memory
+        before = process_cpu_seconds(server.pid) if server else 0.0
+        _, p50, p95 = measure(port, url, requests)
+        cpu = (process_cpu_seconds(server.pid) - before) * 1000 / (requests + 2) if server else float("nan")
+        cold = first
+        figures[name] = (query, hits(port, query, params), cold, p50, p95, cpu)
     return figures
 
 
+def process_cpu_seconds(pid):
+    """User and system CPU time of process ``pid`` so far."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def hits(port, query, params=None):
+    """The count the JSON API gives, as text: ``~`` before an estimate."""
     import http.client
 
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     params = params or {"q": query, "mlist": LIST}
     connection.request("GET", "/api/search?" + urllib.parse.urlencode(params))
-    count = json.loads(connection.getresponse().read())["count"]
+    answer = json.loads(connection.getresponse().read())
     connection.close()
-    return count
+    return ("~" if answer.get("count_estimated") else "") + str(answer["count"])
 
 
 def main():
@@ -174,21 +190,22 @@ def main():
         data = Path(args.data or "/tmp/kittypyr-search-scale")
         data.mkdir(parents=True, exist_ok=True)
         columns = {}
-        with served_archive(str(data / "1x"), args.corpus, LIST, "kittypyr-search-") as (_, port, _, _):
-            columns["1x"] = time_queries(port, args.requests)
+        with served_archive(str(data / "1x"), args.corpus, LIST, "kittypyr-search-") as (_, port, server, _):
+            columns["1x"] = time_queries(port, args.requests, server)
         scaled = scaled_corpus(Path(args.corpus), args.scale, data / f"corpus-{args.scale}x.mbox")
         with served_archive(str(data / f"{args.scale}x"), str(scaled), LIST, "kittypyr-search-") as (
                 _, port, server, _):
-            columns["scaled"] = time_queries(port, args.requests)
+            columns["scaled"] = time_queries(port, args.requests, server)
             rss = rss_mb(server.pid)
-        print(f"{'query':20} {'q':30} {'hits 1x':>8} {'p50 1x':>8} {'hits ' + str(args.scale) + 'x':>9} "
-              f"{'p50 ' + str(args.scale) + 'x':>8} {'ratio':>6}")
+        n = f"{args.scale}x"
+        print(f"{'query':20} {'q':30} {'hits 1x':>8} {'p50 1x':>7} {'cpu 1x':>7} {'hits ' + n:>9} "
+              f"{'p50 ' + n:>7} {'cpu ' + n:>7} {'ratio':>6} {'cpu ratio':>9}")
         for name in QUERIES:
-            query, found, _, p50, _ = columns["1x"][name]
-            _, found_scaled, _, p50_scaled, _ = columns["scaled"][name]
-            print(f"{name:20} {query:30} {found:8d} {p50:8.1f} {found_scaled:9d} {p50_scaled:8.1f} "
-                  f"{p50_scaled / p50:6.2f}")
-        print(f"server RSS after the {args.scale}x run: {rss:.0f} MB")
+            query, found, _, p50, _, cpu = columns["1x"][name]
+            _, found_scaled, _, p50_scaled, _, cpu_scaled = columns["scaled"][name]
+            print(f"{name:20} {query:30} {found:>8} {p50:7.1f} {cpu:7.1f} {found_scaled:>9} "
+                  f"{p50_scaled:7.1f} {cpu_scaled:7.1f} {p50_scaled / p50:6.2f} {cpu_scaled / cpu:9.2f}")
+        print(f"server RSS after the {args.scale}x run: {rss:.0f} MB; p50 and cpu in ms a request")
         return
 
     if args.adversarial:
@@ -202,14 +219,14 @@ def main():
                     print(f"{name:20} {len(params['q']):11d} {'':>6} {str(failed).split()[-1]:>9}")
                     continue
                 found = hits(port, params["q"])
-                print(f"{name:20} {len(params['q']):11d} {found:6d} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
+                print(f"{name:20} {len(params['q']):11d} {found:>6} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
             print(f"server RSS after the run: {rss_mb(server.pid):.0f} MB")
         return
 
     with served_archive(args.data, args.corpus, LIST, "kittypyr-search-") as (config, port, server, _):
         print(f"{'query':20} {'q':32} {'hits':>6} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}")
-        for name, (query, found, cold, p50, p95) in time_queries(port, args.requests).items():
-            print(f"{name:20} {query:32} {found:6d} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
+        for name, (query, found, cold, p50, p95, _) in time_queries(port, args.requests).items():
+            print(f"{name:20} {query:32} {found:>6} {cold:9.1f} {p50:8.1f} {p95:8.1f}")
         print(f"server RSS after the run: {rss_mb(server.pid):.0f} MB")
 
     sizes = json.loads(subprocess.run([sys.executable, __file__, "--size-of", str(config)], check=True,

@@ -21,14 +21,15 @@ process only turns words into ids and appends the packed postings.
 """
 
 import array
-import math
 
 import numpy as np
 from repoze.catalog.query import Query
 from zope.index.text import widcode
 from zope.index.text.baseindex import inverse_doc_frequency
 
-from kittypyr.lexicon import OkapiIndex, PreparedText, encode_positions, packed_postings, split_words
+from kittypyr.lexicon import (OkapiIndex, Postings, PreparedText, encode_positions, packed_postings,
+                              split_words)
+from kittypyr.scored import EMPTY, Scored, all_of, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
 LENGTH_MAX = 0xFFFF
@@ -36,6 +37,8 @@ FREQUENCY_SHIFT = 16
 FREQUENCY_MAX = 0x1FF
 ZONE_SHIFT = 25
 ZONE_MASK = (1 << ZONE_BITS) - 1
+# What a posting's score depends on: its frequency and its length.
+RANKING_BITS = (FREQUENCY_MAX << FREQUENCY_SHIFT) | LENGTH_MAX
 
 
 class ZonedText(PreparedText):
@@ -91,56 +94,81 @@ def zoned_text_of(message):
     return prepared
 
 
-class Scored:
-    """Matching documents: ``docids`` (sorted, unique) and their ``scores``, numpy arrays."""
+def ceiling_of(data):
+    """The values of packed postings ``data`` that may score best, as packed little-endian int32.
 
-    __slots__ = ("docids", "scores")
-
-    def __init__(self, docids, scores):
-        self.docids = docids
-        self.scores = scores
-
-    def __len__(self):
-        return len(self.docids)
-
-
-EMPTY = Scored(np.empty(0, dtype=np.int64), np.empty(0))
-
-
-def _sorted(docids, scores):
-    if len(docids) > 1 and not np.all(docids[1:] > docids[:-1]):
-        order = np.argsort(docids, kind="stable")
-        docids, scores = docids[order], scores[order]
-    return Scored(docids, scores)
+    Each is a (frequency, length) pair that no other posting of ``data``
+    beats on both: a higher frequency in as short a document, or as high a
+    frequency in a shorter one. BM25 rises with the frequency and falls
+    with the length whatever the mean length, so the best score of ``data``
+    is always one of theirs. A chunk has a handful.
+    """
+    values = np.frombuffer(data, dtype="<i4")[1::2].astype(np.int64) & RANKING_BITS
+    if not len(values):
+        return b""
+    frequency, length = values >> FREQUENCY_SHIFT, values & LENGTH_MAX
+    order = np.lexsort((length, -frequency))
+    values, length = values[order], length[order]
+    shortest_before = np.minimum.accumulate(length)
+    keep = np.ones(len(values), dtype=bool)
+    keep[1:] = length[1:] < shortest_before[:-1]
+    return values[keep].astype("<i4").tobytes()
 
 
-def union(parts):
-    """Documents in any of ``parts``, their scores added."""
-    parts = [part for part in parts if len(part)]
-    if not parts:
-        return EMPTY
-    if len(parts) == 1:
-        return parts[0]
-    docids, inverse = np.unique(np.concatenate([p.docids for p in parts]), return_inverse=True)
-    scores = np.bincount(inverse, weights=np.concatenate([p.scores for p in parts]), minlength=len(docids))
-    return Scored(docids, scores)
+class RankedPostings(Postings):
+    """The postings of a word of the text index, with each full chunk's ceiling.
+
+    A page of results needs only the documents that can reach it: the
+    ceilings (``ceiling_of``, one per chunk, kept in this record) give
+    each chunk's best possible score without loading it, so a common word
+    loads only its chunks that can beat the page's last score
+    (``FullTextIndex.best_word_scores``). Removing a posting can only lower
+    a chunk's best, so a ceiling stays true without being recomputed.
+    """
+
+    _ceilings = ()
+
+    @classmethod
+    def of(cls, postings):
+        """A ``RankedPostings`` with the chunks and tail of ``postings`` (a ``Postings``)."""
+        ranked = cls()
+        ranked._chunks = postings._chunks
+        ranked._chunked = postings._chunked
+        ranked._tail = bytearray(postings._tail)
+        ranked._ceilings = tuple(ceiling_of(chunk.data) for chunk in postings._chunks)
+        return ranked
+
+    def append(self, docid, value):
+        chunks = len(self._chunks)
+        super().append(docid, value)
+        if len(self._chunks) != chunks:
+            self._ceilings += (ceiling_of(self._chunks[-1].data),)
+
+    def replace(self, docid, value):
+        # zope.index's own reindexing path (FullTextIndex forgets and adds
+        # instead): a raised frequency may raise a ceiling.
+        if not super().replace(docid, value):
+            return False
+        self._ceilings = tuple(ceiling_of(chunk.data) for chunk in self._chunks)
+        return True
+
+    def ranked_chunks(self):
+        """``(chunks, ceilings)`` when every full chunk has its ceiling, else None."""
+        if len(self._ceilings) != len(self._chunks):
+            return None
+        return self._chunks, self._ceilings
 
 
-def intersection(first, second):
-    """Documents in both, their scores added."""
-    docids, at_first, at_second = np.intersect1d(first.docids, second.docids, assume_unique=True,
-                                                 return_indices=True)
-    return Scored(docids, first.scores[at_first] + second.scores[at_second])
+def rank_chunks_of(index):
+    """Give every large word of ``index`` (a ``FullTextIndex``) its chunks' ceilings; returns how many.
 
-
-def restricted(scored, docids, keep=True):
-    """``scored`` limited to ``docids`` (a sorted array), or without them when ``keep`` is false."""
-    if not len(scored) or not len(docids):
-        return scored if not keep else EMPTY
-    at = np.searchsorted(docids, scored.docids)
-    found = docids[np.minimum(at, len(docids) - 1)] == scored.docids
-    mask = found if keep else ~found
-    return Scored(scored.docids[mask], scored.scores[mask])
+    Each chunk is read once; the chunks themselves are kept as they are.
+    """
+    wordinfo = index._wordinfo
+    plain = [wid for wid, postings in wordinfo.items() if type(postings) is Postings]
+    for wid in plain:
+        wordinfo[wid] = RankedPostings.of(wordinfo[wid])
+    return len(plain)
 
 
 class FullTextIndex(OkapiIndex):
@@ -149,6 +177,8 @@ class FullTextIndex(OkapiIndex):
     zope.index's query parser (``Contains``) still works on it, scored the
     same way; ``kittypyr.search`` asks ``term`` and ``phrase`` directly.
     """
+
+    postings_class = RankedPostings
 
     def index_doc(self, docid, text):
         if docid in self._docwords:
@@ -208,11 +238,160 @@ class FullTextIndex(OkapiIndex):
         if zones:
             keep = ((values >> ZONE_SHIFT) & zones) != 0
             docids, values = docids[keep], values[keep]
+        return in_docid_order(docids, self._bm25(values, idf, mean_length))
+
+    def _bm25(self, values, idf, mean_length):
         frequency = ((values >> FREQUENCY_SHIFT) & FREQUENCY_MAX).astype(np.float64)
         length = (values & LENGTH_MAX).astype(np.float64)
         k1, b = self.K1, self.B
-        scores = frequency * (k1 + 1.0) / (frequency + k1 * (1.0 - b + b * length / mean_length)) * idf
-        return _sorted(docids, scores)
+        return frequency * (k1 + 1.0) / (frequency + k1 * (1.0 - b + b * length / mean_length)) * idf
+
+    def holding(self, wid, docids):
+        """Those of ``docids`` whose text holds the word ``wid``, read from their word sequences."""
+        code = encode_positions([wid], [0]).encode("latin-1")
+        docwords = self._docwords
+        found = []
+        for docid in docids:
+            words = docwords.get(docid)
+            if words is None:
+                continue
+            if type(words) is not bytes:
+                words = words.encode("latin-1")
+            at = words.find(code)
+            # A code is a prefix of the longer codes that continue it: the
+            # match must end where the next code starts (its high bit set).
+            while at >= 0 and at + len(code) < len(words) and words[at + len(code)] < 0x80:
+                at = words.find(code, at + 1)
+            if at >= 0:
+                found.append(docid)
+        return found
+
+    def _chunk_bounds(self, ceilings, idf, mean_length):
+        """The best score each chunk can hold, from its ceiling (``ceiling_of``)."""
+        sizes = np.fromiter((len(ceiling) // 4 for ceiling in ceilings), dtype=np.int64, count=len(ceilings))
+        bounds = np.zeros(len(ceilings))
+        if not sizes.any():
+            return bounds
+        values = np.frombuffer(b"".join(ceilings), dtype="<i4").astype(np.int64)
+        scores = self._bm25(values, idf, mean_length)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        held = sizes > 0
+        bounds[held] = np.maximum.reduceat(scores, starts[held])
+        return bounds
+
+    def best_allowed_scores(self, wid, count, allowed, exact_up_to):
+        """``(scored, total, exact)`` as ``best_word_scores``, among the docids of the set ``allowed``.
+
+        A field keeps a share of the word's documents that no chunk's
+        ceiling knows of, so every posting is scored (one numpy pass); but
+        only the best of them, as many as the share predicts the page
+        needs (four times more while too few), are looked up in
+        ``allowed``, and the total is estimated from postings spread over
+        all of them. When that estimate is at most ``exact_up_to`` the
+        matches are counted: every posting is looked up.
+        """
+        postings = self._wordinfo.get(wid)
+        if postings is None or not len(allowed):
+            return EMPTY, 0, True
+        # Read as they are stored (int32): the docids that pass are few.
+        pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
+        docids, values = pairs[:, 0], pairs[:, 1]
+        documents, mean_length = self._statistics()
+        scores = self._bm25(values, inverse_doc_frequency(len(docids), documents), mean_length)
+        spread = np.unique(np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64))
+        share = sum(1 for docid in docids[spread].tolist() if docid in allowed) / len(spread)
+        total = round(share * len(docids))
+        if total <= exact_up_to or share == 0:
+            every = Scored(docids.astype(np.int64), scores)
+            allowed = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
+            allowed.sort()
+            kept = restricted(in_docid_order(every.docids, every.scores), allowed)
+            return kept, len(kept), True
+        looked = min(len(docids), max(256, int(4 * count / share)))
+        while True:
+            if looked >= len(docids):
+                best = np.arange(len(docids))
+            else:
+                best = np.argpartition(-scores, looked - 1)[:looked]
+            keep = np.fromiter((docid in allowed for docid in docids[best].tolist()), dtype=bool,
+                               count=len(best))
+            passed = best[keep]
+            if looked >= len(docids):
+                return in_docid_order(docids[passed].astype(np.int64), scores[passed]), len(passed), True
+            # Every posting not looked at scores at most the lowest looked at.
+            if len(passed) >= count and np.partition(scores[passed], len(passed) - count)[
+                    len(passed) - count] > scores[best].min():
+                found = in_docid_order(docids[passed].astype(np.int64), scores[passed])
+                return found, max(total, len(passed)), False
+            looked = min(len(docids), looked * 4)
+
+    def best_word_scores(self, wid, count, allowed=None):
+        """``(scored, total, exact)`` for the documents holding word ``wid``, for ``scored.top``.
+
+        ``scored`` holds every document that can be among the ``count``
+        best (and others): the word's chunks are read best ceiling first,
+        until the ``count``-th best score so far beats every chunk left.
+        ``allowed`` (sorted docids) limits the documents, before scoring.
+        ``total`` is how many documents match: exact when every chunk was
+        read, else estimated from those that were.
+        """
+        postings = self._wordinfo.get(wid)
+        ranked = getattr(postings, "ranked_chunks", None)
+        ranked = ranked() if ranked is not None else None
+        if ranked is None:
+            scored = self.word_scores(wid)
+            if allowed is not None:
+                scored = restricted(scored, allowed)
+            return scored, len(scored), True
+        chunks, ceilings = ranked
+        documents, mean_length = self._statistics()
+        idf = inverse_doc_frequency(len(postings), documents)
+
+        def scored_pairs(data):
+            pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)
+            docids, values = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+            if allowed is not None:
+                at = np.searchsorted(allowed, docids)
+                keep = allowed[np.minimum(at, len(allowed) - 1)] == docids if len(allowed) else at < 0
+                docids, values = docids[keep], values[keep]
+            return docids, self._bm25(values, idf, mean_length)
+
+        tail = bytes(postings._tail)
+        found = [scored_pairs(tail)]
+        read, kept = len(tail) // 8, len(found[0][0])
+        best = found[0][1]
+        bounds = self._chunk_bounds(ceilings, idf, mean_length)
+        order = np.argsort(-bounds, kind="stable").tolist()
+        position, batch = 0, 1
+        while position < len(order):
+            # Equal scores are ordered by date: a chunk whose best only
+            # equals the page's last score may still hold a newer one.
+            floor = best.min() if len(best) >= count else -np.inf
+            taking = [at for at in order[position:position + batch] if bounds[at] >= floor]
+            if not taking:
+                break
+            # Chunks are read in batches that double, best first: one pass
+            # of numpy over many chunks costs less than one per chunk.
+            position, batch = position + batch, batch * 2
+            data = b"".join([chunks[at].data for at in taking])
+            docids, scores = scored_pairs(data)
+            found.append((docids, scores))
+            read += len(data) // 8
+            kept += len(docids)
+            best = np.concatenate([best, scores])
+            if len(best) > count:
+                best = np.partition(best, len(best) - count)[len(best) - count:]
+        docids = np.concatenate([part[0] for part in found])
+        scores = np.concatenate([part[1] for part in found])
+        if len(best) >= count:
+            # What scores below the count-th best can never be shown.
+            keep = scores >= best.min()
+            docids, scores = docids[keep], scores[keep]
+        if allowed is None:
+            return in_docid_order(docids, scores), len(postings), True
+        exact = read >= len(postings)
+        total = kept if exact else round(kept * len(postings) / max(read, 1))
+        return in_docid_order(docids, scores), max(total, len(docids)), exact
 
     def _search_wids(self, wids):
         # The same scores for zope.index's own query parser.
@@ -235,10 +414,12 @@ class FullTextIndex(OkapiIndex):
                 wids.append(wid if wid and wid in self._wordinfo else None)
         return wids
 
-    def term(self, words, zones=0):
+    def term(self, words, zones=0, verify=True):
         """``Scored`` of the documents holding ``words`` (one word, or a phrase), in ``zones``.
 
-        A phrase is its words' documents whose word sequence holds it.
+        A phrase is its words' documents whose word sequence holds it; with
+        ``verify`` false, those documents are only candidates, with the
+        ``check`` that looks for the phrase in one of them.
         Returns None when every word is a stop word (the term asks nothing).
         """
         wids = self.word_ids(words)
@@ -261,51 +442,32 @@ class FullTextIndex(OkapiIndex):
                 words = docwords[docid]
                 return words.find(as_bytes if type(words) is bytes else code) >= 0
 
-            keep = np.fromiter((holds(docid) for docid in scored.docids.tolist()), dtype=bool,
-                               count=len(scored))
-            scored = Scored(scored.docids[keep], scored.scores[keep])
+            scored = Scored(scored.docids, scored.scores, holds)
+            if verify:
+                scored = verified(scored)
         return scored
 
 
-def top(scored, count, date_of):
-    """Positions in ``scored`` of its ``count`` best, best first; newer first among equal scores.
-
-    ``date_of(docid)`` is asked only for the documents that can reach the
-    page: those scoring at least the ``count``-th best score.
-    """
-    if not len(scored) or count <= 0:
-        return []
-    if count < len(scored):
-        threshold = np.partition(scored.scores, len(scored) - count)[len(scored) - count]
-        candidates = np.nonzero(scored.scores >= threshold)[0]
-    else:
-        candidates = np.arange(len(scored))
-    dates = [date_of(docid) or 0 for docid in scored.docids[candidates].tolist()]
-    order = sorted(range(len(candidates)), key=lambda i: (-scored.scores[candidates[i]], -dates[i]))
-    return [int(candidates[i]) for i in order[:count]]
-
-
-def rounded_estimate(count):
-    """``count`` rounded to two significant figures, for "about 21,000 messages"."""
-    if count < 100:
-        return count
-    magnitude = 10 ** (int(math.log10(count)) - 1)
-    return int(round(count / magnitude) * magnitude)
-
-
-def evaluate(index, groups, excluded=()):
+def evaluate(index, groups, excluded=(), verify=True):
     """The documents of ``index`` matching every group and no excluded term, scored.
 
     ``groups`` is an AND of ORs of terms, each term a ``(words, zones)``
     pair (see ``FullTextIndex.term``). Returns None when no group asks
     anything (no group, or only stop words): the caller decides what that
-    means (every document, usually).
+    means (every document, usually). With ``verify`` false, a phrase that
+    is a group of its own is left to the result's ``check``: looking for a
+    phrase costs a document's word sequence, so it is done only for the
+    candidates a page shows (or counts) rather than for all of them.
     """
     scored = None
     parts = []
+    checks = []
     for group in groups:
-        found = [index.term(words, zones) for words, zones in group]
+        alone = not verify and len(group) == 1
+        found = [index.term(words, zones, verify=not alone) for words, zones in group]
         found = [result for result in found if result is not None]
+        if alone and found:
+            checks.append(found[0].check)
         if found:
             parts.append(union(found))
     for part in sorted(parts, key=len):
@@ -318,7 +480,7 @@ def evaluate(index, groups, excluded=()):
         found = index.term(words, zones)
         if found is not None and len(found):
             scored = restricted(scored, found.docids, keep=False)
-    return scored
+    return Scored(scored.docids, scored.scores, all_of(checks))
 
 
 def all_documents(index):
@@ -342,9 +504,10 @@ class FullText(Query):
     def __str__(self):
         return f"FullText({self.groups!r}, excluding {self.excluded!r})"
 
-    def scored(self, catalog):
+    def scored(self, catalog, verify=True):
+        """``Scored`` of the matching messages; see ``evaluate`` for ``verify``."""
         index = catalog[self.index_name].index
-        scored = evaluate(index, self.groups, self.excluded)
+        scored = evaluate(index, self.groups, self.excluded, verify)
         if scored is None:
             scored = evaluate(index, [], ()) if not self.excluded else restricted(
                 all_documents(index), _excluded_docids(index, self.excluded), keep=False)

@@ -388,6 +388,9 @@ class OkapiIndex(_ZopeOkapiIndex):
     document's distinct word ids come from the lexicon already counted.
     """
 
+    # What a word's postings grow into past INLINE_MAX documents.
+    postings_class = Postings
+
     def clear(self):
         super().clear()
         # Two messages archived at once append to the postings of the words
@@ -427,7 +430,7 @@ class OkapiIndex(_ZopeOkapiIndex):
                 if len(postings) < inline_max:
                     wordinfo[wid] = postings + pair(docid, count)
                 else:
-                    grown = Postings(postings)
+                    grown = self.postings_class(postings)
                     grown.append(docid, count)
                     wordinfo[wid] = grown
             else:

@@ -1,4 +1,7 @@
-"""Search: the query language, its translation to catalog queries, and snippets.
+"""Search: the query language and its translation to catalog queries.
+
+The order of a page of results and its count are ``kittypyr.ranking``'s,
+the snippets ``kittypyr.snippets``'.
 
 ``run_search`` is the only entry point pages and the JSON API use. Every
 query is cut down to the lists the reader may see by one filter on the
@@ -18,9 +21,6 @@ in the same problem line.
 """
 
 import calendar
-import functools
-import html
-import itertools
 import logging
 import re
 from dataclasses import dataclass, field
@@ -32,13 +32,16 @@ from pyramid.traversal import find_resource, find_root
 from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
-from kittypyr.fulltext import FullText, Scored, restricted, top
-from kittypyr.rendering import obfuscate_address
+from kittypyr.fulltext import FullText
+from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
+                              ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
+from kittypyr.scored import Scored, restricted, verified
+from kittypyr.snippets import snippet
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
-from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED, message_zones
+from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
 
 FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before", "file", "is",
           "quoted", "own", "patch", "added", "removed")
@@ -76,11 +79,16 @@ class SearchLimits:
     max_terms: int = 12  # words, phrases and fields, each OR alternative counted
     max_phrase_words: int = 8
     max_or_branches: int = 8
+    # Up to this many possible matches are counted exactly; above, the
+    # count is an estimate ("about 21,000 messages"), so that a page need
+    # not look at every match (a phrase in each candidate, say).
+    max_exact_count: int = 1000
 
     @classmethod
     def from_settings(cls, settings):
         values = {}
-        for name in ("max_query_chars", "max_terms", "max_phrase_words", "max_or_branches"):
+        for name in ("max_query_chars", "max_terms", "max_phrase_words", "max_or_branches",
+                     "max_exact_count"):
             given = settings.get(f"kittypyr.search_{name}")
             if given not in (None, ""):
                 values[name] = max(1, int(given))
@@ -413,7 +421,9 @@ class SearchHit:
 @dataclass
 class SearchResults:
     query: str
-    total: int = 0
+    total: int = 0  # messages matched; rounded when ``total_estimated``
+    total_estimated: bool = False
+    matched: int = None  # messages matched, when counted exactly (pages are numbered by it)
     hits: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     sort: str = "relevance"
@@ -529,27 +539,42 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
     if not asked.has_text and sort == "relevance":
         sort = "date-desc"
     results.sort = sort
+    best_only = None
     if asked.text is None:
-        if group == "thread":
-            scored = _as_scored(archive.catalog.query(asked.filters)[1])
-        else:
-            scored = _as_scored(archive.catalog.query(asked.filters)[1])
+        scored = _as_scored(_filtered(archive, asked))
+        if group != "thread":
             if len(scored) > DATE_LOOKUP_MAX:
                 # Most of the archive: the date index's own walk is quicker.
                 total, found = search_page(archive, asked.filters, start, size, "date",
                                            reverse=sort == "date-desc")
-                results.total = total
+                results.total, results.total_estimated = counted_total(total, limits)
+                results.matched = total
                 results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words)) for m in found]
                 return results
     else:
-        scored = _matching(archive, asked)
-    results.total = len(scored)
+        # Only pages by relevance can leave out the matches that cannot reach them.
+        best = (start + size if group == "message" else THREADS_FIRST_LOOKED * (start + size)) \
+            if sort == "relevance" else None
+        scored, best_only = _matching(archive, asked, best, limits.max_exact_count)
+        if scored.check is not None and len(scored) <= limits.max_exact_count:
+            scored = verified(scored)
     if group == "thread":
-        docids, counts, results.threads, results.threads_estimated = _by_thread(
-            archive, scored, sort, start, size)
-    else:
-        docids = _ordered_page(archive, scored, sort, start, size)
+        widen = None
+        if best_only is not None:
+            def widen(looked):
+                return _matching(archive, asked, looked, limits.max_exact_count)
+        docids, counts, total, results.threads, results.threads_estimated, scored, estimated = \
+            page_of_threads(archive, (scored, best_only), sort, start, size, widen)
+    elif best_only is not None:
+        total, estimated = best_only
+        start = last_page_start(start, size, total)
+        docids = ordered_page(archive, scored, sort, start, size)
         counts = None
+    else:
+        docids, total, estimated = page_of_matches(archive, scored, sort, start, size)
+        counts = None
+    results.total, results.total_estimated = counted_total(total, limits, estimated)
+    results.matched = None if estimated else total
     hits = []
     scores = scored.scores[np.searchsorted(scored.docids, np.array(docids, dtype=np.int64))] if docids else []
     for at, docid in enumerate(docids):
@@ -574,94 +599,90 @@ def _all_lists_in(archive, scope):
     return set(scope) >= set(archive.lists.keys())
 
 
-def _matching(archive, asked):
-    """``Scored``: the messages ``asked`` finds, scored by the text index.
+# Indexes that hold messages only (not threads).
+MESSAGE_INDEXES = frozenset({"sender", "has_attachment", "file", "is", "subject", "text"})
+
+
+def _filtered(archive, asked):
+    """The docids of the messages ``asked`` finds by its fields alone (no words).
+
+    The ``kind`` and ``list`` sets hold (nearly) the whole archive: asked
+    only when a field does not already leave messages of the lists in
+    scope alone.
+    """
+    conditions = list(asked.conditions)
+    if not any(getattr(condition, "index_name", None) in MESSAGE_INDEXES for condition in conditions):
+        return archive.catalog.query(asked.filters)[1]
+    if not _all_lists_in(archive, asked.scope):
+        conditions.append(Any("list", asked.scope))
+    return archive.catalog.query(conditions[0] if len(conditions) == 1 else And(*conditions))[1]
+
+
+def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_count):
+    """``(scored, best_only)``: the messages ``asked`` finds, scored by the text index.
 
     The other conditions are asked of the catalog once, as a set of docids
     that the words' matches are cut to; when there are none (every list in
     scope, no field) the words alone answer, since only messages are in the
     text index.
+
+    With ``best`` given and one word asked, ``scored`` holds only what can
+    be among the ``best`` first by relevance, the conditions applied before
+    scoring (see ``FullTextIndex.best_word_scores`` and
+    ``best_allowed_scores``: counted exactly up to ``exact_up_to``), and
+    ``best_only`` is ``(total, estimated)``; otherwise ``scored`` is every
+    match and ``best_only`` None.
     """
     catalog = archive.catalog
-    scored = asked.text.scored(catalog)
-    if not len(scored):
-        return scored
+    word = _lone_word(catalog, asked) if best is not None else None
+    scored = None
+    if word is None:
+        scored = asked.text.scored(catalog, verify=False)
+        if not len(scored):
+            return scored, None
     conditions = list(asked.conditions)
     if not _all_lists_in(archive, asked.scope):
         conditions.append(Any("list", asked.scope))
-    if not conditions:
-        return scored
-    query = conditions[0] if len(conditions) == 1 else And(*conditions)
-    _, allowed = catalog.query(query)
-    return restricted(scored, _as_scored(allowed).docids)
+    allowed = None
+    if conditions:
+        query = conditions[0] if len(conditions) == 1 else And(*conditions)
+        allowed = catalog.query(query)[1]
+    if word is not None:
+        index = catalog["text"].index
+        if allowed is None:
+            scored, total, exact = index.best_word_scores(word, best)
+        else:
+            scored, total, exact = index.best_allowed_scores(word, best, allowed, exact_up_to)
+
+        def matching(docids):
+            return index.holding(word, [docid for docid in docids if allowed is None or docid in allowed])
+
+        return scored, BestOnly(total, not exact, matching)
+    return (scored if allowed is None else restricted(scored, _as_scored(allowed).docids)), None
 
 
-# Up to this many matches are put in date order by looking each one's date up.
-DATE_LOOKUP_MAX = 50_000
+@dataclass
+class BestOnly:
+    """What ``_matching`` says of a ``scored`` that holds only the best matches."""
+
+    total: int  # matches in all
+    estimated: bool  # whether ``total`` is an estimate
+    matching: object  # docids -> those of them that match
+
+    def __iter__(self):
+        return iter((self.total, self.estimated))
 
 
-def _date_of(archive):
-    return archive.catalog["date"]._rev_index.get
-
-
-def _ordered_page(archive, scored, sort, start, size):
-    """The docids of the page asked for, in the order asked."""
-    start = _last_page_start(start, size, len(scored))
-    if not len(scored):
-        return []
-    if sort == "relevance":
-        best = top(scored, start + size, _date_of(archive))
-        return [int(scored.docids[at]) for at in best[start:]]
-    if len(scored) <= DATE_LOOKUP_MAX:
-        # Each match's date looked up and sorted at once: the date index's
-        # sort of a few thousand docids walked far more of the index.
-        date_of = _date_of(archive)
-        dates = np.fromiter((date_of(docid, 0) for docid in scored.docids.tolist()), dtype=np.int64,
-                            count=len(scored))
-        order = np.lexsort((scored.docids, dates))
-        if sort == "date-desc":
-            order = order[::-1]
-        return [int(docid) for docid in scored.docids[order[start:start + size]]]
-    docids = archive.catalog["date"].family.IF.TreeSet(scored.docids.tolist())
-    ordered = archive.catalog["date"].sort(docids, reverse=sort == "date-desc", limit=start + size)
-    return list(itertools.islice(ordered, start, start + size))
-
-
-def _by_thread(archive, scored, sort, start, size):
-    """``(docids, matches, threads, estimated)``: the best message of each thread on the page.
-
-    Messages are taken in the order asked and the first of each thread
-    kept, until the page is full; ``matches`` counts each kept thread's
-    matching messages. ``threads`` is the number of threads matched:
-    counted when all matches were looked at, else ``estimated`` from the
-    share of new threads among those that were.
-    """
-    catalog = archive.catalog
-    thread_of = catalog["thread"]._rev_index.get
-    list_of = catalog["list"]._rev_index.get
-    wanted = start + size
-    looked = min(len(scored), max(4 * wanted, 200))
-    while True:
-        ordered = _ordered_page(archive, scored, sort, 0, looked)
-        firsts = {}
-        for docid in ordered:
-            key = (list_of(docid), thread_of(docid))
-            if key not in firsts:
-                firsts[key] = docid
-        if len(firsts) >= wanted or looked >= len(scored):
-            break
-        looked = min(len(scored), looked * 4)
-    exhausted = looked >= len(scored)
-    threads = len(firsts) if exhausted else max(len(firsts), round(len(firsts) * len(scored) / looked))
-    shown = list(firsts.items())
-    start = _last_page_start(start, size, len(shown)) if exhausted else start
-    page = shown[start:wanted]
-    matches = []
-    for (address, key), _ in page:
-        members = catalog["thread"]._fwd_index.get(key, ())
-        members = [docid for docid in members if list_of(docid) == address]
-        matches.append(len(restricted(scored, np.array(sorted(members), dtype=np.int64))))
-    return [docid for _, docid in page], matches, threads, not exhausted
+def _lone_word(catalog, asked):
+    """The word id when ``asked`` is one word in any zone (and fields), else None."""
+    groups = asked.text.groups
+    if asked.text.excluded or len(groups) != 1 or len(groups[0]) != 1:
+        return None
+    words, zones = groups[0][0]
+    if zones or len(words) != 1:
+        return None
+    wids = catalog["text"].index.word_ids(words)
+    return wids[0] if len(wids) == 1 and wids[0] is not None else None
 
 
 def _resource(archive, docid):
@@ -687,100 +708,6 @@ def _in_tagged_threads(archive, list_addresses, tags):
         query = part if query is None else query | part
     return query
 
-
-def _last_page_start(start, size, total):
-    """``start``, or the first item of the last page when ``start`` is past the end."""
-    if start < total:
-        return start
-    return max(0, (total - 1) // size * size)
-
-
-SNIPPET_CHARS = 240
-# Words are looked for in this much of a body: twenty hits of a multi-MB
-# log would otherwise be lower-cased and scanned whole for one page.
-SNIPPET_SCAN_CHARS = 64 * 1024
-
-
-# "Cc: x", "Signed-off-by: x", "Reported-by: x": lines that name people,
-# shown in a snippet only when nothing else matched.
-_HEADER_LIKE = re.compile(r"^\s*[A-Za-z][\w-]{0,30}:(\s|$)")
-
-
-def _matching_line(text, pattern):
-    """``(line, position of the match in it)`` of the best line of ``text`` that ``pattern`` matches.
-
-    Best is the author's own words, then quotes and patches, then
-    header-like lines; the first such line in reading order.
-    """
-    # Zones are worked out only as far as the first few matches reach: a
-    # word matched deep in a long patch must not cost walking all of it.
-    matches = list(itertools.islice(pattern.finditer(text), 3))
-    if not matches:
-        return None
-    cut = text.find("\n", matches[-1].end())
-    best = None
-    for zone, _, pieces in message_zones("", "", text if cut < 0 else text[:cut]).parts:
-        for line in itertools.chain.from_iterable(piece.split("\n") for piece in pieces):
-            found = pattern.search(line)
-            if found is None:
-                continue
-            rank = 2 if _HEADER_LIKE.match(line) else (0 if zone & OWN else 1)
-            if best is None or rank < best[0]:
-                best = (rank, line, found.start())
-                if rank == 0:
-                    return best[1:]
-    return best[1:] if best else None
-
-
-@functools.lru_cache(maxsize=256)
-def _words_pattern(words):
-    """The regular expression finding any of ``words`` (a tuple) at a word's start, cached."""
-    if not words:
-        return None
-    alternatives = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
-    return re.compile(r"(?<!\w)(?:" + alternatives + ")", re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=256)
-def _marks_pattern(words):
-    """The regular expression marking ``words`` in escaped text, cached."""
-    return re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len, reverse=True)),
-                      re.IGNORECASE)
-
-
-def snippet(text, words):
-    """A short piece of ``text`` where ``words`` matched, the words in <mark>.
-
-    The piece comes from the author's own words when they hold a match,
-    else from quotes or patches, and from a header-like line (``Cc:``,
-    ``Signed-off-by:``) only when nothing else matched; without a match,
-    the text's beginning. Only the first ``SNIPPET_SCAN_CHARS`` of
-    ``text`` are looked at.
-    """
-    text = text[:SNIPPET_SCAN_CHARS]
-    pattern = _words_pattern(tuple(words))
-    found = _matching_line(text, pattern) if pattern is not None else None
-    if found is None:
-        piece, prefix = text, ""
-    else:
-        line, position = found
-        at = text.find(line)
-        begin = max(at, at + position - SNIPPET_CHARS // 3) if at >= 0 else 0
-        if at < 0:
-            piece = line
-        else:
-            # Start at a word's beginning, not in the middle of one.
-            while begin > at and not text[begin - 1].isspace():
-                begin -= 1
-            piece = text[begin:]
-        prefix = "… " if begin > 0 else ""
-    words_of_piece = " ".join(piece[: SNIPPET_CHARS * 2].split())
-    shown = words_of_piece[:SNIPPET_CHARS]
-    suffix = " …" if len(words_of_piece) > SNIPPET_CHARS or len(piece) > SNIPPET_CHARS * 2 else ""
-    escaped = html.escape(obfuscate_address(shown))
-    if words:
-        escaped = _marks_pattern(tuple(words)).sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
-    return Markup(prefix + escaped + suffix)
 
 
 def _snippet_of(message, words):

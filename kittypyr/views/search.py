@@ -19,7 +19,11 @@ def _search(archive, request):
     results = run_search(archive, query, visible_list_addresses(request), mlist=mlist, sort=sort,
                          start=(number - 1) * PAGE_SIZE, size=PAGE_SIZE,
                          limits=SearchLimits.from_settings(request.registry.settings), group=group)
-    rows = results.threads if results.group == "thread" else results.total
+    if results.group == "thread":
+        rows = results.threads
+    else:
+        # A count shown rounded still numbers the pages exactly when it is known.
+        rows = results.total if results.matched is None else results.matched
     return query, mlist, results, Page(number, rows or 0, PAGE_SIZE)
 
 
@@ -54,6 +58,7 @@ def api_search(context, request):
     return {
         "query": query,
         "count": results.total,
+        "count_estimated": results.total_estimated,
         "page": page.number,
         "pages": page.count,
         "problems": results.problems,

@@ -1,0 +1,119 @@
+"""Sets of matching documents with their scores, as numpy arrays, and the best of them.
+
+``kittypyr.fulltext`` makes them from the text index's postings;
+``kittypyr.search`` and ``kittypyr.ranking`` cut, combine and order them.
+"""
+
+import math
+
+import numpy as np
+
+
+class Scored:
+    """Matching documents: ``docids`` (sorted, unique) and their ``scores``, numpy arrays.
+
+    ``check``, when not None, says of a docid whether it really matches:
+    the documents are then candidates holding every word of a phrase, not
+    yet looked at for the phrase itself, so that a page of results need
+    only look at the candidates that can reach it (see ``verified``).
+    """
+
+    __slots__ = ("docids", "scores", "check")
+
+    def __init__(self, docids, scores, check=None):
+        self.docids = docids
+        self.scores = scores
+        self.check = check
+
+    def __len__(self):
+        return len(self.docids)
+
+
+def verified(scored):
+    """``scored`` without the candidates its ``check`` refuses: every one looked at."""
+    if scored.check is None or not len(scored):
+        return Scored(scored.docids, scored.scores)
+    check = scored.check
+    keep = np.fromiter((check(docid) for docid in scored.docids.tolist()), dtype=bool, count=len(scored))
+    return Scored(scored.docids[keep], scored.scores[keep])
+
+
+def all_of(checks):
+    """One check out of several (None for none), each docid's answer remembered."""
+    checks = [check for check in checks if check is not None]
+    if not checks:
+        return None
+    answers = {}
+
+    def check(docid):
+        answer = answers.get(docid)
+        if answer is None:
+            answer = answers[docid] = all(one(docid) for one in checks)
+        return answer
+
+    return check
+
+
+EMPTY = Scored(np.empty(0, dtype=np.int64), np.empty(0))
+
+
+def in_docid_order(docids, scores):
+    if len(docids) > 1 and not np.all(docids[1:] > docids[:-1]):
+        order = np.argsort(docids, kind="stable")
+        docids, scores = docids[order], scores[order]
+    return Scored(docids, scores)
+
+
+def union(parts):
+    """Documents in any of ``parts``, their scores added."""
+    parts = [part for part in parts if len(part)]
+    if not parts:
+        return EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    docids, inverse = np.unique(np.concatenate([p.docids for p in parts]), return_inverse=True)
+    scores = np.bincount(inverse, weights=np.concatenate([p.scores for p in parts]), minlength=len(docids))
+    return Scored(docids, scores)
+
+
+def intersection(first, second):
+    """Documents in both, their scores added."""
+    docids, at_first, at_second = np.intersect1d(first.docids, second.docids, assume_unique=True,
+                                                 return_indices=True)
+    return Scored(docids, first.scores[at_first] + second.scores[at_second])
+
+
+def restricted(scored, docids, keep=True):
+    """``scored`` limited to ``docids`` (a sorted array), or without them when ``keep`` is false."""
+    if not len(scored) or not len(docids):
+        return scored if not keep else EMPTY
+    at = np.searchsorted(docids, scored.docids)
+    found = docids[np.minimum(at, len(docids) - 1)] == scored.docids
+    mask = found if keep else ~found
+    return Scored(scored.docids[mask], scored.scores[mask], scored.check)
+
+
+def top(scored, count, date_of):
+    """Positions in ``scored`` of its ``count`` best, best first; newer first among equal scores.
+
+    ``date_of(docid)`` is asked only for the documents that can reach the
+    page: those scoring at least the ``count``-th best score.
+    """
+    if not len(scored) or count <= 0:
+        return []
+    if count < len(scored):
+        threshold = np.partition(scored.scores, len(scored) - count)[len(scored) - count]
+        candidates = np.nonzero(scored.scores >= threshold)[0]
+    else:
+        candidates = np.arange(len(scored))
+    dates = [date_of(docid) or 0 for docid in scored.docids[candidates].tolist()]
+    order = sorted(range(len(candidates)), key=lambda i: (-scored.scores[candidates[i]], -dates[i]))
+    return [int(candidates[i]) for i in order[:count]]
+
+
+def rounded_estimate(count):
+    """``count`` rounded to two significant figures, for "about 21,000 messages"."""
+    if count < 100:
+        return count
+    magnitude = 10 ** (int(math.log10(count)) - 1)
+    return int(round(count / magnitude) * magnitude)

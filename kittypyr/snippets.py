@@ -1,0 +1,98 @@
+"""Snippets: a short piece of a message where the searched words matched, the words marked."""
+
+import functools
+import html
+import itertools
+import re
+
+from markupsafe import Markup
+
+from kittypyr.rendering import obfuscate_address
+from kittypyr.zones import OWN, message_zones
+
+SNIPPET_CHARS = 240
+# Words are looked for in this much of a body: twenty hits of a multi-MB
+# log would otherwise be lower-cased and scanned whole for one page.
+SNIPPET_SCAN_CHARS = 64 * 1024
+
+
+# "Cc: x", "Signed-off-by: x", "Reported-by: x": lines that name people,
+# shown in a snippet only when nothing else matched.
+_HEADER_LIKE = re.compile(r"^\s*[A-Za-z][\w-]{0,30}:(\s|$)")
+
+
+def _matching_line(text, pattern):
+    """``(line, position of the match in it)`` of the best line of ``text`` that ``pattern`` matches.
+
+    Best is the author's own words, then quotes and patches, then
+    header-like lines; the first such line in reading order.
+    """
+    # Zones are worked out only as far as the first few matches reach: a
+    # word matched deep in a long patch must not cost walking all of it.
+    matches = list(itertools.islice(pattern.finditer(text), 3))
+    if not matches:
+        return None
+    cut = text.find("\n", matches[-1].end())
+    best = None
+    for zone, _, pieces in message_zones("", "", text if cut < 0 else text[:cut]).parts:
+        for line in itertools.chain.from_iterable(piece.split("\n") for piece in pieces):
+            found = pattern.search(line)
+            if found is None:
+                continue
+            rank = 2 if _HEADER_LIKE.match(line) else (0 if zone & OWN else 1)
+            if best is None or rank < best[0]:
+                best = (rank, line, found.start())
+                if rank == 0:
+                    return best[1:]
+    return best[1:] if best else None
+
+
+@functools.lru_cache(maxsize=256)
+def _words_pattern(words):
+    """The regular expression finding any of ``words`` (a tuple) at a word's start, cached."""
+    if not words:
+        return None
+    alternatives = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+    return re.compile(r"(?<!\w)(?:" + alternatives + ")", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=256)
+def _marks_pattern(words):
+    """The regular expression marking ``words`` in escaped text, cached."""
+    return re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len, reverse=True)),
+                      re.IGNORECASE)
+
+
+def snippet(text, words):
+    """A short piece of ``text`` where ``words`` matched, the words in <mark>.
+
+    The piece comes from the author's own words when they hold a match,
+    else from quotes or patches, and from a header-like line (``Cc:``,
+    ``Signed-off-by:``) only when nothing else matched; without a match,
+    the text's beginning. Only the first ``SNIPPET_SCAN_CHARS`` of
+    ``text`` are looked at.
+    """
+    text = text[:SNIPPET_SCAN_CHARS]
+    pattern = _words_pattern(tuple(words))
+    found = _matching_line(text, pattern) if pattern is not None else None
+    if found is None:
+        piece, prefix = text, ""
+    else:
+        line, position = found
+        at = text.find(line)
+        begin = max(at, at + position - SNIPPET_CHARS // 3) if at >= 0 else 0
+        if at < 0:
+            piece = line
+        else:
+            # Start at a word's beginning, not in the middle of one.
+            while begin > at and not text[begin - 1].isspace():
+                begin -= 1
+            piece = text[begin:]
+        prefix = "… " if begin > 0 else ""
+    words_of_piece = " ".join(piece[: SNIPPET_CHARS * 2].split())
+    shown = words_of_piece[:SNIPPET_CHARS]
+    suffix = " …" if len(words_of_piece) > SNIPPET_CHARS or len(piece) > SNIPPET_CHARS * 2 else ""
+    escaped = html.escape(obfuscate_address(shown))
+    if words:
+        escaped = _marks_pattern(tuple(words)).sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
+    return Markup(prefix + escaped + suffix)

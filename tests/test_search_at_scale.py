@@ -1,0 +1,294 @@
+"""Search on results larger than a page: estimated counts, and pages ranked as an exhaustive scoring would."""
+
+import math
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr import main
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.lexicon import split_words
+from kittypyr.search import SearchLimits, run_search
+from kittypyr.zones import message_zones
+from tests.mailbuilder import make_message
+
+LIST = "big@lists.example.org"
+START = datetime(2015, 1, 1, tzinfo=timezone.utc)
+FILLER = ("lorem ipsum dolor amet consectetur adipiscing elit sed eiusmod tempor incididunt labore "
+          "dolore magna aliqua enim minim veniam quis nostrud exercitation ullamco laboris nisi").split()
+PHRASE_HOLDERS = 160  # hold "gray heron"
+WORD_HOLDERS = 160  # hold both words, never side by side
+# Hold "ocelot" a random number of times, in texts of random lengths: more
+# than two chunks of the word's postings (kittypyr.lexicon.Postings).
+RANKED = 2400
+# The first of them hold it once in a long text: their chunk of postings
+# cannot reach the first pages, only the last ones.
+WEAK = 1100
+REPLIES = 60  # to "ocelot" messages, holding it too
+EXACT_UP_TO = 50
+SENDERS = [("Ada", "ada@example.org"), ("Bob", "bob@example.org"), ("Cy", "cy@example.org")]
+
+
+def corpus():
+    """``[(n, raw)]``: generated mail, the same at every run."""
+    chance = random.Random(13)
+    mails = []
+
+    def text(extra, shortest=5):
+        words = [chance.choice(FILLER) for _ in range(chance.randint(shortest, 120))]
+        for word in extra:
+            words.insert(chance.randint(0, len(words)), word)
+        return " ".join(words) + "\n"
+
+    for n in range(PHRASE_HOLDERS):
+        mails.append(text(["gray heron"]))
+    for n in range(WORD_HOLDERS):
+        mails.append(text(["heron"]) + text(["gray"]))
+    for n in range(RANKED):
+        if n < WEAK:
+            mails.append(text(["ocelot"] + ["heron"] * chance.randint(0, 2), shortest=100))
+        else:
+            mails.append(text(["ocelot"] * chance.randint(1, 6) + ["heron"] * chance.randint(0, 2)))
+    first_reply = len(mails)
+    for n in range(REPLIES):
+        mails.append(text(["ocelot"] * chance.randint(1, 6)))
+    return [(n, make_message(message_id=f"<g{n}@example.org>", subject="Note", sender=SENDERS[n % 3],
+                             date=START + timedelta(hours=n), body=body,
+                             headers=_replying_to(n - first_reply) if n >= first_reply else {}))
+            for n, body in enumerate(mails)]
+
+
+def _replying_to(reply):
+    """Reply ``reply`` answers the 1st, 11th, 21st... strong "ocelot" message."""
+    parent = PHRASE_HOLDERS + WORD_HOLDERS + WEAK + 10 * reply
+    return {"In-Reply-To": f"<g{parent}@example.org>", "References": f"<g{parent}@example.org>"}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("scale")
+    (folder / "blobs").mkdir()
+    application = main({}, **{
+        "zodbconn.uri": f"file://{folder}/Data.fs?blobstorage_dir={folder}/blobs",
+        "kittypyr.base_url": "http://localhost/",
+        "kittypyr.search_max_exact_count": str(EXACT_UP_TO),
+    })
+    with prepare(registry=application.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for _, raw in corpus():
+            archive_message(mailing_list, raw)
+        transaction.commit()
+    yield application
+    application.registry._zodb_databases[""].close()
+
+
+def search(app, query, **options):
+    limits = SearchLimits.from_settings(app.registry.settings)
+    with prepare(registry=app.registry) as env:
+        results = run_search(env["root"], query, [LIST], limits=limits, **options)
+        return results, [hit.message.message_id for hit in results.hits]
+
+
+def number(message_id):
+    return int(message_id[1:].split("@")[0])
+
+
+def test_a_count_above_the_threshold_is_an_estimate_on_the_page_and_in_json(app):
+    browser = TestApp(app)
+    page = browser.get("/search", params={"q": '"gray heron"'})
+    count = page.html.select_one("p.count").text
+    assert count.startswith("about ") and "messages found" in count
+    estimate = int(count.split()[1].replace(",", ""))
+    assert abs(estimate - PHRASE_HOLDERS) <= PHRASE_HOLDERS * 0.25
+    data = browser.get("/api/search", params={"q": '"gray heron"'}).json
+    assert data["count_estimated"] is True
+    assert abs(data["count"] - PHRASE_HOLDERS) <= PHRASE_HOLDERS * 0.25
+    # Every result shown holds the phrase, whatever the count.
+    assert {number(hit["message_id"]) for hit in data["results"]} <= set(range(PHRASE_HOLDERS))
+    assert len(data["results"]) == 20
+
+
+def test_the_help_page_says_from_how_many_matches_counts_are_rough(app):
+    page = TestApp(app).get("/search-help")
+    assert f"more than {EXACT_UP_TO} matches are counted roughly" in " ".join(page.html.text.split())
+
+
+def test_a_count_within_the_threshold_is_exact(app):
+    browser = TestApp(app)
+    data = browser.get("/api/search", params={"q": '"gray heron" from:ada date:2015-01-01'}).json
+    assert data["count_estimated"] is False and data["count"] == 8
+    data = browser.get("/api/search", params={"q": "ocelot date:2015-02-20"}).json  # 24 hours, all hold it
+    assert data["count_estimated"] is False and data["count"] == 24
+    page = browser.get("/search", params={"q": '"gray heron" date:2015-01-01'})
+    assert page.html.select_one("p.count").text.startswith("24 messages found")
+
+
+def test_many_plain_matches_are_counted_about(app):
+    data = TestApp(app).get("/api/search", params={"q": "ocelot"}).json
+    assert RANKED + REPLIES == 2460
+    assert data["count_estimated"] is True and data["count"] == 2500  # to two figures
+
+
+def test_a_page_past_the_estimate_answers_the_last_real_page(app):
+    browser = TestApp(app)
+    page = browser.get("/search", params={"q": '"gray heron"', "sort": "date-asc", "page": "40"})
+    last = math.ceil(PHRASE_HOLDERS / 20)
+    assert f"Page {last} of {last}" in page.text
+    # Every candidate was looked at to get there: the count is the real one.
+    assert f"{PHRASE_HOLDERS} messages found" in page.html.select_one("p.count").text
+    assert len(page.html.select("ol.hits li")) == PHRASE_HOLDERS - (last - 1) * 20
+    results, ids = search(app, '"gray heron"', sort="date-asc", start=10_000, size=20)
+    assert [number(i) for i in ids] == list(range((last - 1) * 20, PHRASE_HOLDERS))
+    assert results.total == PHRASE_HOLDERS
+
+
+@pytest.mark.parametrize("sender", [None, "bob@example.org"])
+def test_pages_past_the_end_of_a_rounded_count_are_numbered_as_the_matches_are(app, sender):
+    matches = len(brute_force_ranking(app, ("ocelot",), sender))
+    last = math.ceil(matches / 20)
+    query = "ocelot" + (f" from:{sender}" if sender else "")
+    page = TestApp(app).get("/search", params={"q": query, "page": "1000"})
+    assert page.html.select_one("p.count").text.startswith("about ")
+    assert f"Page {last} of {last}" in page.text
+    data = TestApp(app).get("/api/search", params={"q": query, "page": "1000"}).json
+    assert data["page"] == data["pages"] == last and len(data["results"]) == matches - (last - 1) * 20
+
+
+def test_every_page_of_a_phrase_holds_only_and_all_its_messages(app):
+    seen = []
+    for start in range(0, PHRASE_HOLDERS + 20, 20):
+        _, ids = search(app, '"gray heron"', sort="date-desc", start=start, size=20)
+        if start >= PHRASE_HOLDERS:
+            assert ids == seen[-len(ids):]  # past the end: the last page again
+            break
+        seen += ids
+    assert sorted(number(i) for i in seen) == list(range(PHRASE_HOLDERS))
+    assert [number(i) for i in seen] == sorted((number(i) for i in seen), reverse=True)
+
+
+def test_one_per_thread_counts_only_real_matches(app):
+    results, ids = search(app, '"gray heron"', group="thread", size=20)
+    assert len(ids) == 20 and all(number(i) < PHRASE_HOLDERS for i in ids)
+    assert all(hit.thread_matches == 1 for hit in results.hits)
+
+
+def brute_force_ranking(app, words, sender=None):
+    """Message-IDs of every message holding all ``words``, best BM25 score first, newest among equals.
+
+    With ``sender``, only that address's messages (scored as among all).
+
+    Every message's text is split and counted here, as the index would
+    weight it, and scored with Okapi BM25 from those counts alone.
+    """
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        index = archive.catalog["text"].index
+        documents = []
+        for message in archive.lists[LIST].messages.values():
+            zones = message_zones(message.subject, message.sender_name, message.body_text,
+                                  message.attachments)
+            length, frequencies = 0, dict.fromkeys(words, 0)
+            for _, weight, text in zones.segments:
+                split = split_words(text)
+                length += len(split)
+                for word in words:
+                    frequencies[word] += weight * split.count(word)
+            documents.append((message.message_id, message.date, length, frequencies, message.sender_address))
+        k1, b = index.K1, index.B
+    count = len(documents)
+    mean_length = sum(length for _, _, length, _, _ in documents) / count
+    holders = {word: sum(1 for _, _, _, f, _ in documents if f[word]) for word in words}
+    ranked = []
+    for message_id, date, length, frequencies, address in documents:
+        if not all(frequencies.values()) or sender not in (None, address):
+            continue
+        score = sum(math.log(1.0 + count / holders[word]) * f * (k1 + 1.0)
+                    / (f + k1 * (1.0 - b + b * length / mean_length))
+                    for word, f in frequencies.items())
+        ranked.append((round(score, 9), date, message_id))
+    ranked.sort(key=lambda entry: (-entry[0], -entry[1].timestamp()))
+    return [message_id for _, _, message_id in ranked]
+
+
+@pytest.mark.parametrize("words, sender", [(("ocelot",), None), (("ocelot", "heron"), None),
+                                           (("ocelot",), "bob@example.org")])
+def test_pages_hold_what_an_exhaustive_scoring_ranks_there(app, words, sender):
+    expected = brute_force_ranking(app, words, sender)
+    assert len(expected) > 1520 if sender is None else len(expected) > 420
+    query = " ".join(words) + (f" from:{sender}" if sender else "")
+    for start in (0, 20, 400, 1500):
+        if start >= len(expected):
+            continue
+        _, ids = search(app, query, start=start, size=20)
+        assert ids == expected[start:start + 20]
+    results, ids = search(app, query, start=10**6, size=20)
+    assert ids == expected[(len(expected) - 1) // 20 * 20:]
+
+
+@pytest.mark.parametrize("sender", [None, "bob@example.org"])
+def test_one_per_thread_pages_hold_each_threads_best_message_and_its_matches(app, sender):
+    ranking = brute_force_ranking(app, ("ocelot",), sender)
+    with prepare(registry=app.registry) as env:
+        messages = {m.message_id: m.thread for m in env["root"].lists[LIST].messages.values()}
+    best, matched = {}, {}
+    for message_id in ranking:
+        best.setdefault(messages[message_id], message_id)
+        matched[messages[message_id]] = matched.get(messages[message_id], 0) + 1
+    threads = list(best)
+    assert len(threads) > 420 and (sender or max(matched.values()) == 2)
+    query = "ocelot" + (f" from:{sender}" if sender else "")
+    for start in (0, 20, 400):
+        results, ids = search(app, query, group="thread", start=start, size=20)
+        assert ids == [best[key] for key in threads[start:start + 20]]
+        counts = [matched[key] for key in threads[start:start + 20]]
+        assert [hit.thread_matches for hit in results.hits] == counts
+
+
+def test_a_filtered_word_counts_about_as_many_as_match(app):
+    expected = len(brute_force_ranking(app, ("ocelot",), "bob@example.org"))
+    results, _ = search(app, "ocelot from:bob")
+    assert results.total_estimated and abs(results.total - expected) <= expected * 0.1
+
+
+def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app):
+    from kittypyr.bootstrap import ROOT_KEY, bootstrap_archive
+    from kittypyr.fulltext import RankedPostings
+    from kittypyr.lexicon import Postings
+
+    expected = brute_force_ranking(app, ("ocelot",))
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        wordinfo = archive.catalog["text"].index._wordinfo
+        for wid, postings in list(wordinfo.items()):
+            if isinstance(postings, RankedPostings):
+                # As the archive's previous version stored them.
+                plain = Postings()
+                plain._chunks, plain._chunked = postings._chunks, postings._chunked
+                plain._tail = postings._tail
+                wordinfo[wid] = plain
+        archive.schema_version = 5
+        transaction.commit()
+    with prepare(registry=app.registry) as env:
+        connection = env["root"]._p_jar
+        archive = bootstrap_archive(connection.root(), app.registry)
+        transaction.commit()
+        assert archive is connection.root()[ROOT_KEY] and archive.schema_version >= 6
+        postings = [p for p in archive.catalog["text"].index._wordinfo.values() if not isinstance(p, bytes)]
+        assert postings and all(isinstance(p, RankedPostings) and len(p._ceilings) == len(p._chunks)
+                                for p in postings)
+    for start in (0, 1500):
+        assert search(app, "ocelot", start=start, size=20)[1] == expected[start:start + 20]
+
+
+@pytest.mark.parametrize("sort", ["date-desc", "date-asc"])
+def test_date_ordered_pages_hold_the_newest_or_oldest_matches(app, sort):
+    written = sorted(n for n, _ in corpus() if n % 3 == 1)  # Bob's, dated by their number
+    if sort == "date-desc":
+        written.reverse()
+    for start in (0, 20, 300, len(written) - 5):
+        _, ids = search(app, "from:bob", sort=sort, start=start, size=20)
+        assert [number(i) for i in ids] == written[start:start + 20]

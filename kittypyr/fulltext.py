@@ -25,10 +25,11 @@ import array
 import numpy as np
 from repoze.catalog.query import Query
 from zope.index.text import widcode
+from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
 
-from kittypyr.lexicon import (OkapiIndex, Postings, PreparedText, encode_positions, packed_postings,
-                              split_words)
+from kittypyr.lexicon import (_PAIR, OkapiIndex, Postings, PostingsChunk, PreparedText, _same_references,
+                              encode_positions, packed_postings, split_words)
 from kittypyr.scored import EMPTY, Scored, all_of, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
@@ -115,48 +116,86 @@ def ceiling_of(data):
     return values[keep].astype("<i4").tobytes()
 
 
+class ChunkDirectory(Persistent):
+    """The full chunks of a large word and their ceilings: a record of their own.
+
+    Kept apart from the word's tail, so that a new posting rewrites the
+    tail alone: the chunks' references and ceilings grow with the archive
+    (a common word of a million messages has a thousand chunks), and they
+    change only when a chunk fills or a posting is removed.
+    """
+
+    def __init__(self, chunks=(), ceilings=()):
+        self.chunks = tuple(chunks)
+        self.ceilings = tuple(ceilings)
+
+
 class RankedPostings(Postings):
     """The postings of a word of the text index, with each full chunk's ceiling.
 
     A page of results needs only the documents that can reach it: the
-    ceilings (``ceiling_of``, one per chunk, kept in this record) give
-    each chunk's best possible score without loading it, so a common word
-    loads only its chunks that can beat the page's last score
-    (``FullTextIndex.best_word_scores``). Removing a posting can only lower
-    a chunk's best, so a ceiling stays true without being recomputed.
+    ceilings (``ceiling_of``, one per chunk, kept in the word's
+    ``ChunkDirectory``) give each chunk's best possible score without
+    loading it, so a common word loads only its chunks that can beat the
+    page's last score (``FullTextIndex.best_word_scores``). Removing a
+    posting can only lower a chunk's best, so a ceiling stays true without
+    being recomputed.
     """
 
-    _ceilings = ()
+    _directory = None  # until the first chunk fills
+
+    def __init__(self, data=b""):
+        self._chunked = 0
+        self._tail = bytearray(data)
+
+    @property
+    def _chunks(self):
+        directory = self._directory
+        return () if directory is None else directory.chunks
 
     @classmethod
     def of(cls, postings):
         """A ``RankedPostings`` with the chunks and tail of ``postings`` (a ``Postings``)."""
-        ranked = cls()
-        ranked._chunks = postings._chunks
+        ranked = cls(postings._tail)
+        if postings._chunks:
+            ranked._directory = ChunkDirectory(postings._chunks,
+                                               (ceiling_of(chunk.data) for chunk in postings._chunks))
         ranked._chunked = postings._chunked
-        ranked._tail = bytearray(postings._tail)
-        ranked._ceilings = tuple(ceiling_of(chunk.data) for chunk in postings._chunks)
         return ranked
 
     def append(self, docid, value):
-        chunks = len(self._chunks)
-        super().append(docid, value)
-        if len(self._chunks) != chunks:
-            self._ceilings += (ceiling_of(self._chunks[-1].data),)
+        # Augmented assignment on the attribute marks the record changed.
+        self._tail += _PAIR.pack(docid, value)
+        if len(self._tail) >= self.CHUNK_PAIRS * _PAIR.size:
+            chunk = PostingsChunk(bytes(self._tail))
+            directory = self._directory
+            if directory is None:
+                self._directory = directory = ChunkDirectory()
+            directory.chunks += (chunk,)
+            directory.ceilings += (ceiling_of(chunk.data),)
+            self._chunked += len(self._tail) // _PAIR.size
+            self._tail = bytearray()
 
     def replace(self, docid, value):
         # zope.index's own reindexing path (FullTextIndex forgets and adds
         # instead): a raised frequency may raise a ceiling.
         if not super().replace(docid, value):
             return False
-        self._ceilings = tuple(ceiling_of(chunk.data) for chunk in self._chunks)
+        if self._directory is not None:
+            self._directory.ceilings = tuple(ceiling_of(chunk.data) for chunk in self._directory.chunks)
         return True
 
     def ranked_chunks(self):
-        """``(chunks, ceilings)`` when every full chunk has its ceiling, else None."""
-        if len(self._ceilings) != len(self._chunks):
-            return None
-        return self._chunks, self._ceilings
+        """``(chunks, ceilings)``: the full chunks and each one's ceiling."""
+        directory = self._directory
+        if directory is None:
+            return (), ()
+        return directory.chunks, directory.ceilings
+
+    def _same_chunks(self, old, committed, new):
+        # A filled chunk changes the directory and the count alike.
+        return _same_references((old.get("_directory"),), (committed.get("_directory"),)) and \
+            _same_references((old.get("_directory"),), (new.get("_directory"),))
 
 
 def rank_chunks_of(index):

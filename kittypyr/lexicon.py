@@ -317,11 +317,15 @@ class Postings(Persistent):
             pairs += _pairs_of(chunk.data)
         return pairs + _pairs_of(self._tail)
 
+    def _same_chunks(self, old, committed, new):
+        """Whether three states of this record name the same full chunks."""
+        return (_same_references(old["_chunks"], committed["_chunks"])
+                and _same_references(old["_chunks"], new["_chunks"]))
+
     def _p_resolveConflict(self, old, committed, new):
         # Two writers that each only appended to the same tail: keep both
         # (BTrees merge such inserts too, and so did the IFBTrees before).
-        if not (_same_references(old["_chunks"], committed["_chunks"])
-                and _same_references(old["_chunks"], new["_chunks"])
+        if not (self._same_chunks(old, committed, new)
                 and old["_chunked"] == committed["_chunked"] == new["_chunked"]):
             raise ConflictError("postings chunked or removed by concurrent writers")
         base = old["_tail"]

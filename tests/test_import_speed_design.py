@@ -575,3 +575,74 @@ def test_body_text_of_a_message_stored_before_compression_still_reads(archive):
     transaction.commit()
     message._p_invalidate()
     assert message.body_text == "replaced\n"
+
+
+def test_a_new_posting_rewrites_a_record_that_does_not_grow_with_the_word(tmp_path, monkeypatch):
+    # A message archived on its own adds a posting to each of its words:
+    # the record that rewrites must not hold the references and ceilings of
+    # every full chunk of a common word, which grow with the archive.
+    from kittypyr.fulltext import RankedPostings, ceiling_of
+
+    monkeypatch.setattr(Postings, "CHUNK_PAIRS", 8)
+    db = DB(FileStorage(str(tmp_path / "Data.fs")))
+    connection = db.open()
+    connection.root()["word"] = postings = RankedPostings()
+    transaction.commit()
+    docids = iter(range(1, 10_000))
+    sizes = []
+    for chunks in (4, 64):
+        while len(postings._chunks) < chunks:
+            docid = next(docids)
+            postings.append(docid, docid % 50 + 1)
+        transaction.commit()
+        postings.append(next(docids), 7)
+        transaction.commit()
+        sizes.append(len(db.storage.load(postings._p_oid)[0]))
+    assert sizes[1] <= sizes[0] + 16, sizes
+
+    added = next(docids) - 1
+    postings._p_invalidate()
+    assert len(postings) == added and [docid for docid, _ in postings.pairs()] == list(range(1, added + 1))
+    chunks, ceilings = postings.ranked_chunks()
+    assert len(chunks) == 64 and list(ceilings) == [ceiling_of(chunk.data) for chunk in chunks]
+    connection.close()
+    db.close()
+
+
+def test_ranked_postings_merge_concurrent_appends_and_refuse_concurrent_chunks(tmp_path, monkeypatch, caplog):
+    import pytest
+    from ZODB.POSException import ConflictError
+
+    from kittypyr.fulltext import RankedPostings
+
+    monkeypatch.setattr(Postings, "CHUNK_PAIRS", 8)
+    db = DB(FileStorage(str(tmp_path / "Data.fs")))
+    first = db.open(transaction.TransactionManager())
+    first.root()["word"] = postings = RankedPostings()
+    for docid in range(1, 11):  # one chunk, a short tail
+        postings.append(docid, 1)
+    first.transaction_manager.commit()
+    second = db.open(transaction.TransactionManager())
+    other = second.root()["word"]
+
+    postings.append(100, 1)
+    other.append(200, 2)
+    first.transaction_manager.commit()
+    second.transaction_manager.commit()
+    second.transaction_manager.begin()
+    assert sorted(docid for docid, _ in other.pairs()) == list(range(1, 11)) + [100, 200]
+    assert len(other.ranked_chunks()[0]) == 1
+
+    # Both fill the tail into a new chunk: that cannot be merged.
+    first.transaction_manager.begin()
+    for docid in range(300, 306):
+        postings.append(docid, 1)
+        other.append(docid + 100, 1)
+    first.transaction_manager.commit()
+    with pytest.raises(ConflictError):
+        second.transaction_manager.commit()
+    second.transaction_manager.abort()
+    assert "Unexpected error" not in caplog.text
+    for connection in (first, second):
+        connection.close()
+    db.close()

@@ -278,7 +278,8 @@ def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app):
         transaction.commit()
         assert archive is connection.root()[ROOT_KEY] and archive.schema_version >= 6
         postings = [p for p in archive.catalog["text"].index._wordinfo.values() if not isinstance(p, bytes)]
-        assert postings and all(isinstance(p, RankedPostings) and len(p._ceilings) == len(p._chunks)
+        assert postings and all(isinstance(p, RankedPostings)
+                                and [len(part) for part in p.ranked_chunks()] == [len(p._chunks)] * 2
                                 for p in postings)
     for start in (0, 1500):
         assert search(app, "ocelot", start=start, size=20)[1] == expected[start:start + 20]

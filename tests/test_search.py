@@ -75,6 +75,29 @@ def test_from_by_name_or_address(app):
     assert ids == [] and results.problems
 
 
+def test_from_finds_a_new_sender_and_a_new_name_at_once(tmp_path):
+    application = make_app(tmp_path)
+
+    def archive(raw):
+        with prepare(registry=application.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], DEV), raw)
+            transaction.commit()
+
+    try:
+        archive(mail(1, "First words.\n"))
+        assert found(application, "from:ada", lists=(DEV,))[0] == [1]
+        assert found(application, "from:newcomer", lists=(DEV,))[0] == []
+        archive(mail(2, "Hello all.\n", sender=("Nell Newcomer", "nell@example.org")))
+        assert found(application, "from:newcomer", lists=(DEV,))[0] == [2]
+        # The same sender under another name: found by it from her next message on.
+        archive(mail(3, "Married.\n", sender=("Nell Oldtimer", "nell@example.org")))
+        assert found(application, "from:oldtimer", lists=(DEV,))[0] == [2, 3]
+        assert found(application, "from:nell@example.org", lists=(DEV,))[0] == [2, 3]
+        assert found(application, "from:example.org", lists=(DEV,))[0] == [1, 2, 3]
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
 def test_dates_cut_at_the_boundaries(app):
     assert found(app, "date:2019-01..2019-06 quick")[0] == [2, 3, 5, 6]
     assert found(app, "date:2019-01..2019-06 own:quick")[0] == [2, 3, 6]

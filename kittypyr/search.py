@@ -23,6 +23,7 @@ in the same problem line.
 import calendar
 import logging
 import re
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -393,24 +394,27 @@ def date_query(start, end, oldest, newest):
     return query
 
 
-# Per process, each list's senders as one lowercase text ("address<TAB>name"
-# a line), so that ``from:`` finds a part of any address or name at the
-# speed of a string search instead of a Python loop over every sender; made
-# again when the list's count of messages or senders moves (a new sender or
-# a new name comes only with a message).
-_sender_texts = {}
+# Per process and database, each list's senders as one lowercase text
+# ("address<TAB>name" a line), so that ``from:`` finds a part of any address
+# or name at the speed of a string search instead of a Python loop over every
+# sender; made again when the list's senders version moves (a sender came,
+# went or changed name) or its count of messages or senders does (archives
+# older than the version).
+_sender_texts = weakref.WeakKeyDictionary()  # ZODB database -> {list oid: (version, text)}
 
 
 def _senders_text(mailing_list):
     activity = activity_of(mailing_list)
-    version = (mailing_list.message_count, len(activity.participants))
-    known = _sender_texts.get(mailing_list.address)
+    version = (activity.senders_version, mailing_list.message_count, len(activity.participants))
+    jar = getattr(mailing_list, "_p_jar", None)
+    texts = _sender_texts.setdefault(jar.db(), {}) if jar is not None else {}
+    known = texts.get(mailing_list._p_oid)
     if known is None or known[0] != version:
         names = activity.sender_names
         lines = "\n".join(f"{sender}\t{names.get(sender, '').lower()}" for sender in activity.participants.keys())
-        if len(_sender_texts) > 1_000:
-            _sender_texts.clear()
-        known = _sender_texts[mailing_list.address] = (version, "\n" + lines + "\n")
+        if len(texts) > 1_000:
+            texts.clear()
+        known = texts[mailing_list._p_oid] = (version, "\n" + lines + "\n")
     return known[1]
 
 

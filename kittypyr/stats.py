@@ -10,6 +10,7 @@ import heapq
 import itertools
 from datetime import date, datetime, timedelta, timezone
 
+from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 
@@ -153,6 +154,7 @@ class ListActivity(Persistent):
             self._count_sender(address, 1)
             if message.sender_name and self.sender_names.get(address) != message.sender_name:
                 self.sender_names[address] = message.sender_name
+                self._senders_changed()
         _add(self.thread_days, (day, message.thread), 1)
         if message.attachments:
             _add(self.thread_attachments, message.thread, 1)
@@ -176,12 +178,28 @@ class ListActivity(Persistent):
     def _count_sender(self, address, delta):
         before = self.participants.get(address, 0)
         _add(self.participants, address, delta)
+        if not before or not before + delta:
+            self._senders_changed()
         band, new_band = _band(before), _band(before + delta)
         if band != new_band:
             if band:
                 self.sender_bands.pop((-band, address), None)
             if new_band:
                 self.sender_bands[(-new_band, address)] = None
+
+    def _senders_changed(self):
+        # A Length merges two writers' increments, and a sender comes or goes,
+        # or changes name, seldom enough that the record costs nothing.
+        changes = getattr(self, "senders_changes", None)
+        if changes is None:
+            changes = self.senders_changes = Length()
+        changes.change(1)
+
+    @property
+    def senders_version(self):
+        """A number that moves whenever a sender comes, goes or changes name (0 in archives older than it)."""
+        changes = getattr(self, "senders_changes", None)
+        return changes() if changes is not None else 0
 
     def moved(self, message, old_thread_key):
         """Count ``message`` for its new thread, no longer for ``old_thread_key``."""

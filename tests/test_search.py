@@ -98,6 +98,38 @@ def test_from_finds_a_new_sender_and_a_new_name_at_once(tmp_path):
         application.registry._zodb_databases[""].close()
 
 
+def test_from_knows_each_archive_and_each_deletion_apart(tmp_path):
+    """Two archives in one process with a list of one name, and a sender deleted then another added."""
+    from kittypyr.moderation import delete_messages
+    from kittypyr.msgid import message_id_hash
+    from kittypyr.security import User
+
+    def archive(application, raw):
+        with prepare(registry=application.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], DEV), raw)
+            transaction.commit()
+
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first, second = make_app(tmp_path / "first"), make_app(tmp_path / "second")
+    try:
+        archive(first, mail(1, "Hello.\n", sender=("Carl First", "carl@example.org")))
+        assert found(first, "from:carl", lists=(DEV,))[0] == [1]
+        archive(second, mail(1, "Hello.\n", sender=("Dora Second", "dora@example.org")))
+        assert found(second, "from:carl", lists=(DEV,))[0] == []
+        assert found(second, "from:dora", lists=(DEV,))[0] == [1]
+        # Carl's only message goes and Erin's comes: as many messages and senders as before.
+        with prepare(registry=first.registry) as env:
+            delete_messages(env["root"].lists[DEV], [message_id_hash("<s1@example.org>")], User("mod@example.org", "Mod"))
+            transaction.commit()
+        archive(first, mail(2, "Hi.\n", sender=("Erin Third", "erin@example.org")))
+        assert found(first, "from:erin", lists=(DEV,))[0] == [2]
+        assert found(first, "from:carl", lists=(DEV,))[0] == []
+    finally:
+        first.registry._zodb_databases[""].close()
+        second.registry._zodb_databases[""].close()
+
+
 def test_dates_cut_at_the_boundaries(app):
     assert found(app, "date:2019-01..2019-06 quick")[0] == [2, 3, 5, 6]
     assert found(app, "date:2019-01..2019-06 own:quick")[0] == [2, 3, 6]

@@ -143,6 +143,9 @@ class RankedPostings(Postings):
     """
 
     _directory = None  # until the first chunk fills
+    # A quarter of a plain word's: archiving a message rewrites the tail of
+    # each of its words, half a chunk on average.
+    CHUNK_PAIRS = 256
 
     def __init__(self, data=b""):
         self._chunked = 0

@@ -583,7 +583,7 @@ def test_a_new_posting_rewrites_a_record_that_does_not_grow_with_the_word(tmp_pa
     # every full chunk of a common word, which grow with the archive.
     from kittypyr.fulltext import RankedPostings, ceiling_of
 
-    monkeypatch.setattr(Postings, "CHUNK_PAIRS", 8)
+    monkeypatch.setattr(RankedPostings, "CHUNK_PAIRS", 8)
     db = DB(FileStorage(str(tmp_path / "Data.fs")))
     connection = db.open()
     connection.root()["word"] = postings = RankedPostings()
@@ -615,7 +615,7 @@ def test_ranked_postings_merge_concurrent_appends_and_refuse_concurrent_chunks(t
 
     from kittypyr.fulltext import RankedPostings
 
-    monkeypatch.setattr(Postings, "CHUNK_PAIRS", 8)
+    monkeypatch.setattr(RankedPostings, "CHUNK_PAIRS", 8)
     db = DB(FileStorage(str(tmp_path / "Data.fs")))
     first = db.open(transaction.TransactionManager())
     first.root()["word"] = postings = RankedPostings()

@@ -1,0 +1,134 @@
+"""What one message archived through Mailman's archiver API costs, on archives of different sizes.
+
+    .venv/bin/python bench/archive_cost.py DIR [DIR ...] [--messages 200] [--corpus PATH]
+
+Each DIR is an archive folder as bench/search.py, bench/pages.py and
+bench/scale.py leave them (DIR/var/Data.fs); its list is bench/pages.py's.
+The archive is changed: the messages are added to it, so give copies. The
+application is made from the folder's storage with an archiver key, and
+``--messages`` messages of the corpus, each under a Message-ID of its own
+(new to every archive), are posted one at a time to
+``/api/mailman/archive`` through WebTest, as Mailman's plugin posts them:
+one request and one transaction a message, without HTTP, so that only the
+archive's own work is timed. Printed for each folder: the list's messages
+before, CPU time and wall time a message (p50, mean), and the records and
+bytes each message's transaction wrote; then the ratios of the last folder
+to the first. An archived message should cost about the same whatever the
+size of the archive.
+"""
+
+import argparse
+import gzip
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from pages import LIST  # noqa: E402
+
+KEY = "bench-archiver-key"
+MESSAGE_ID = re.compile(rb"^(message-id|in-reply-to|references):", re.IGNORECASE)
+
+
+def corpus_messages(path, count, tag):
+    """The first ``count`` messages of the mbox at ``path``, their ids made new with ``tag``."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    messages, lines = [], []
+    with opener(path, "rb") as source:
+        for line in source:
+            if line.startswith(b"From ") and lines:
+                messages.append(b"".join(lines))
+                lines = []
+                if len(messages) == count:
+                    break
+                continue
+            if line.startswith(b"From "):
+                continue
+            if MESSAGE_ID.match(line) or (lines and line[:1] in (b" ", b"\t") and _in_id_header(lines)):
+                line = re.sub(rb"<(?=[^<>\s]+>)", b"<" + tag + b".", line)
+            lines.append(line)
+    if lines and len(messages) < count:
+        messages.append(b"".join(lines))
+    return messages
+
+
+def _in_id_header(lines):
+    for previous in reversed(lines):
+        if previous[:1] not in (b" ", b"\t"):
+            return bool(MESSAGE_ID.match(previous))
+    return False
+
+
+def storage_transactions(storage, after):
+    """``(records, bytes)`` of each transaction committed after the ``after`` tid."""
+    written = []
+    for transaction_record in storage.iterator(start=after):
+        if transaction_record.tid == after:
+            continue
+        records = [record for record in transaction_record]
+        written.append((len(records), sum(len(record.data or b"") for record in records)))
+    return written
+
+
+def measure(folder, raws):
+    from pyramid.paster import get_app
+    from webtest import TestApp
+
+    from tests.functional import write_config
+
+    config = write_config(folder, extra=f"kittypyr.archiver_key = {KEY}\nkittypyr.secret = bench-archive-cost")
+    app = get_app(str(config))
+    browser = TestApp(app)
+    database = app.registry._zodb_databases[""]
+    storage = database.storage
+    connection = database.open()
+    before = len(connection.root()["kittypyr"].lists[LIST].messages)
+    connection.close()
+    start_tid = storage.lastTransaction()
+    cpu, wall = [], []
+    for raw in raws:
+        started_cpu, started = time.process_time(), time.perf_counter()
+        browser.post("/api/mailman/archive", {"mlist": LIST}, headers={"Authorization": f"Token {KEY}"},
+                     upload_files=[("message", "message.txt", raw)], status=200)
+        cpu.append((time.process_time() - started_cpu) * 1000)
+        wall.append((time.perf_counter() - started) * 1000)
+    written = storage_transactions(storage, start_tid)
+    database.close()
+    # The first messages warm the caches of a process just started.
+    warm = len(raws) // 5
+    return {
+        "messages before": before,
+        "cpu p50": statistics.median(cpu[warm:]),
+        "cpu mean": statistics.mean(cpu[warm:]),
+        "wall p50": statistics.median(wall[warm:]),
+        "records": statistics.mean(records for records, _ in written[warm:]),
+        "kB": statistics.mean(size for _, size in written[warm:]) / 1024,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+")
+    parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
+    args = parser.parse_args()
+    tag = b"cost%d" % int(time.time())
+    raws = corpus_messages(args.corpus, args.messages, tag)
+    rows = [(folder, measure(Path(folder), raws)) for folder in args.folders]
+    names = list(rows[0][1])
+    print(f"{'folder':40} " + " ".join(f"{name:>15}" for name in names))
+    for folder, figures in rows:
+        print(f"{folder[-40:]:40} " + " ".join(f"{figures[name]:15.1f}" for name in names))
+    if len(rows) > 1:
+        first, last = rows[0][1], rows[-1][1]
+        print(f"{'ratio last / first':40} " + " ".join(f"{last[name] / first[name]:15.2f}" for name in names))
+    print("CPU and wall in ms a message, p50 and mean of all but the first fifth; records and kB written a message")
+
+
+if __name__ == "__main__":
+    main()

@@ -11,16 +11,16 @@ CONFIG ?= development.ini
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip "setuptools<81" wheel
+	$(BIN)/pip install --quiet --upgrade pip "setuptools<80.9" wheel
 
 $(STAMP): $(BIN)/python setup.py
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install -qq -e .
 	touch $@
 
 install: $(STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e ".[testing]"
+	$(BIN)/pip install -qq -e ".[testing]"
 	touch $@
 
 # The browser tests drive Debian's Chromium; Playwright never downloads one.
@@ -105,7 +105,7 @@ SUITE_DIR ?= var/suite
 .PHONY: suite suite-post
 
 $(SUITE_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e ".[suite]"
+	$(BIN)/pip install -qq -e ".[suite]"
 	touch $@
 
 suite: $(SUITE_STAMP) mailman-venv

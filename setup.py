@@ -28,8 +28,9 @@ requires = [
     "markupsafe",
     # The search ranking scores whole posting lists at once (kittypyr.fulltext).
     "numpy",
-    # Pyramid 2 still resolves asset specs through pkg_resources.
-    "setuptools<81",
+    # Pyramid 2 still resolves asset specs through pkg_resources, which from
+    # setuptools 80.9 warns at every start, and is gone from 81.
+    "setuptools<80.9",
 ]
 
 # RelStorage on PostgreSQL, the storage beside ZEO for many processes

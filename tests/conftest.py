@@ -1,3 +1,5 @@
+import logging
+
 import pytest
 import transaction
 from pyramid import testing
@@ -5,6 +7,22 @@ from ZODB import DB
 from ZODB.FileStorage import FileStorage
 
 from kittypyr.bootstrap import bootstrap_archive
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was():
+    """The commands run in-process set up logging from their .ini, to the
+    stream pytest captured for that test: put the handlers back afterwards,
+    or later tests log to a closed stream."""
+    loggers = [logging.root] + [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]
+    saved = {logger: (logger.handlers[:], logger.level, logger.propagate, logger.disabled) for logger in loggers}
+    yield
+    for logger in [logging.root] + [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]:
+        handlers, level, propagate, disabled = saved.get(logger, ([], logging.NOTSET, True, False))
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+        logger.disabled = disabled
 
 
 @pytest.fixture

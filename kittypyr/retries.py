@@ -9,6 +9,7 @@ import logging
 
 from pyramid.response import Response
 from pyramid_retry import IBeforeRetry, mark_error_retryable
+from pyramid_zodbconn import ZODBConnectionOpened
 from ZEO.Exceptions import ClientDisconnected
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,25 @@ def log_retry(event):
              type(event.exception).__name__, event.exception)
 
 
+def end_without_polling(event):
+    """A request's ZODB connection does not ask the storage for news when its transaction ends.
+
+    A connection polls the storage for invalidations as it is opened, and by
+    default again whenever a transaction ends: after pyramid_tm's commit,
+    and when pyramid_zodbconn aborts as the request finishes. Those last
+    polls come after the answer is decided (a message stored, to be answered
+    200), and the second outside every exception view: with the storage
+    going away at that moment, a stored message was answered 503 or 500, and
+    the connection, left open, spoilt later commits of its thread. Only the
+    request's one transaction, which pyramid_tm runs, is concerned: the
+    next request polls as it opens its connection, where a failure is
+    retried and answered 503.
+    """
+    if event.request.environ.get("tm.active"):
+        # The pool's next open() sets this back from its transaction manager.
+        event.conn.explicit_transactions = True
+
+
 def storage_unavailable(exc, request):
     """503 with Retry-After when the storage stays away for every attempt: come back, nothing is broken."""
     log.error("storage unavailable for %s %s: %s: %s", request.method, request.path_info, type(exc).__name__, exc)
@@ -55,6 +75,7 @@ def storage_unavailable(exc, request):
 
 def includeme(config):
     config.add_subscriber(log_retry, IBeforeRetry)
+    config.add_subscriber(end_without_polling, ZODBConnectionOpened)
     for error in storage_unavailable_errors():
         # A lost connection is worth a new attempt on a fresh connection.
         mark_error_retryable(error)

@@ -117,29 +117,49 @@ def test_while_postgresql_is_down_pages_and_the_archiver_answer_503_and_then_ser
 
 
 
+
 def test_postgresql_restarts_under_archiver_and_page_requests_answer_200_or_503_and_lose_no_mail(
         tmp_path, postgresql):
-    # pserve on RelStorage as production runs it: Mailman's plugin posting
-    # mail from four senders and readers fetching pages while PostgreSQL
-    # restarts three times and is stopped twice for a moment. Each answer is
-    # 200 or "come back" (503 with Retry-After), never 500; each mail
-    # answered 200 is stored, once, as another process finds afterwards.
+    # pserve on RelStorage as production runs it, while PostgreSQL restarts
+    # three times and is stopped twice for a moment.
     database = postgresql.create_database()
+
+    def restarts():
+        for pause in (None, 0.2, None, 1.0, None):
+            time.sleep(1.5)
+            if pause is None:
+                postgresql.restart()
+            else:
+                postgresql.stop()
+                time.sleep(pause)
+                postgresql.start()
+
+    assert_faults_answered_503_and_no_mail_lost(tmp_path, lambda folder: postgresql.uri(database, folder / "blob-cache"),
+                                                restarts)
+
+
+def assert_faults_answered_503_and_no_mail_lost(tmp_path, uri_of, faults):
+    """Mail posted by four senders and pages read by three readers from pserve while ``faults()`` runs.
+
+    Each answer is 200 or "come back" (503 with Retry-After), never 500; a
+    sender sends its mail again until it is answered 200, as Mailman does;
+    each mail answered 200 is stored, once, as another process finds
+    afterwards. ``uri_of(folder)`` is the storage's URI for a process there.
+    """
     port = free_port()
     web = tmp_path / "web"
     web.mkdir()
-    config = write_config(web, uri=postgresql.uri(database, web / "blob-cache"), port=port,
-                          extra="kittypyr.archiver_key = pg-key")
+    config = write_config(web, uri=uri_of(web), port=port, extra="kittypyr.archiver_key = fault-key")
     answers = []  # (what, status, Retry-After)
     stored = []  # Message-IDs answered 200
     stop = threading.Event()
 
     def post(base, message_id):
         mail = make_message(message_id=f"<{message_id}@example.org>", subject=f"Mail {message_id}",
-                            body="Sent while PostgreSQL restarts.\n")
+                            body="Sent while the storage restarts.\n")
         answer = requests.post(f"{base}/api/mailman/archive", data={"mlist": LIST},
                                files={"message": ("message.txt", mail)},
-                               headers={"Authorization": "Token pg-key"}, timeout=60)
+                               headers={"Authorization": "Token fault-key"}, timeout=60)
         answers.append(("archive", answer.status_code, answer.headers.get("Retry-After")))
         if answer.status_code == 200:
             stored.append(message_id)
@@ -166,14 +186,7 @@ def test_postgresql_restarts_under_archiver_and_page_requests_answer_200_or_503_
         for client in clients:
             client.start()
         try:
-            for pause in (None, 0.2, None, 1.0, None):
-                time.sleep(1.5)
-                if pause is None:
-                    postgresql.restart()
-                else:
-                    postgresql.stop()
-                    time.sleep(pause)
-                    postgresql.start()
+            faults()
             time.sleep(2)
         finally:
             stop.set()
@@ -182,13 +195,13 @@ def test_postgresql_restarts_under_archiver_and_page_requests_answer_200_or_503_
 
     assert [(what, status) for what, status, retry_after in answers
             if not (status == 200 or (status == 503 and retry_after))] == []
-    assert ("archive", 503) in {(what, status) for what, status, _ in answers}  # the restarts were felt
+    assert ("archive", 503) in {(what, status) for what, status, _ in answers}  # the faults were felt
     assert len(stored) == len(set(stored)) > 20
 
     port = free_port()
     other = tmp_path / "other"
     other.mkdir()
-    with served(write_config(other, uri=postgresql.uri(database, other / "blob-cache"), port=port), port) as base:
+    with served(write_config(other, uri=uri_of(other), port=port), port) as base:
         missing = [message_id for message_id in stored
                    if f"Mail {message_id}" not in requests.get(
                        f"{base}/list/{LIST}/message/{message_id_hash(f'<{message_id}@example.org>')}/",

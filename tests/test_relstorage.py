@@ -134,8 +134,8 @@ def test_postgresql_restarts_under_archiver_and_page_requests_answer_200_or_503_
                 time.sleep(pause)
                 postgresql.start()
 
-    assert_faults_answered_503_and_no_mail_lost(tmp_path, lambda folder: postgresql.uri(database, folder / "blob-cache"),
-                                                restarts)
+    assert_faults_answered_503_and_no_mail_lost(
+        tmp_path, lambda folder: postgresql.uri(database, folder / "blob-cache"), restarts)
 
 
 def assert_faults_answered_503_and_no_mail_lost(tmp_path, uri_of, faults):

@@ -15,6 +15,7 @@ from ZODB.POSException import ConflictError
 PARTS = (
     "kittypyr.resources",
     "kittypyr.retries",
+    "kittypyr.archived_check",
     "kittypyr.security",
     "kittypyr.mailman",
     "kittypyr.standalone",

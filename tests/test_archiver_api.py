@@ -136,6 +136,31 @@ def test_other_client_addresses_are_403(tmp_path):
         app.registry._zodb_databases[""].close()
 
 
+def test_a_message_the_storage_does_not_hold_after_the_commit_is_answered_503(tmp_path):
+    """200 means stored: the archive reads the message back from the storage before answering."""
+    from tests import commit_lost
+
+    app = make(tmp_path, **{"pyramid.includes": "tests.commit_lost"})
+    browser = TestApp(app)
+    raw = make_message(message_id="<lost@example.org>", subject="Lost at commit", body="kept at last\n")
+    post(browser, make_message(message_id="<first@example.org>"))  # the list exists
+    commit_lost.lost.add(LIST)
+    try:
+        response = post(browser, raw, status=503)
+        assert response.headers["Retry-After"] and "send it again" in response.json["error"]
+        garbage = post(browser, b"no mail at all, and its quarantine is lost too\n", status=503)
+        assert garbage.headers["Retry-After"]
+    finally:
+        commit_lost.lost.clear()
+    name = message_id_hash("<lost@example.org>")
+    with prepare(registry=app.registry) as env:
+        assert name not in env["root"].lists[LIST].messages and len(env["root"].quarantine) == 0
+    # Mailman sends it again, and this time it is stored and answered 200.
+    assert post(browser, raw).json == {"url": f"https://lists.example.org/archives/list/{LIST}/message/{name}/"}
+    assert "Lost at commit" in browser.get(f"/list/{LIST}/message/{name}/").text
+    app.registry._zodb_databases[""].close()
+
+
 def test_storage_trouble_answers_an_error_so_mailman_keeps_the_mail(tmp_path):
     app = make(tmp_path)
     app.registry._zodb_databases[""].close()  # the storage is gone

@@ -8,7 +8,7 @@ can see how often processes got in each other's way.
 import logging
 
 from pyramid.response import Response
-from pyramid_retry import IBeforeRetry, mark_error_retryable
+from pyramid_retry import IBeforeRetry, is_last_attempt, mark_error_retryable
 from pyramid_zodbconn import ZODBConnectionOpened
 from ZEO.Exceptions import ClientDisconnected
 
@@ -39,6 +39,22 @@ def log_retry(event):
     log.info("retrying %s %s after attempt %s failed: %s: %s", environ.get("REQUEST_METHOD"),
              environ.get("PATH_INFO"), environ.get("pyramid_retry.attempt", 0) + 1,
              type(event.exception).__name__, event.exception)
+
+
+def begin_the_next_attempt_afresh(event):
+    """The next attempt begins a transaction of its own, even when this one failed to begin.
+
+    pyramid_tm marks the environ as managed (``tm.active``) before it
+    begins the transaction, and removes the mark only once it ends it; but
+    beginning can fail too — the thread's transaction manager asks every
+    connection registered with it for news from the storage, which fails
+    while the storage is away — and pyramid_retry runs the next attempt on
+    the same environ. pyramid_tm would then leave that attempt alone: its
+    changes were never committed, and a message stored there was answered
+    200 and lost.
+    """
+    event.environ.pop("tm.active", None)
+    event.environ.pop("tm.manager", None)
 
 
 def end_without_polling(event):
@@ -73,8 +89,30 @@ def storage_unavailable(exc, request):
     return response
 
 
+def storage_away_at_begin_tween_factory(handler, registry):
+    """Over pyramid_tm: a transaction that cannot begin because the storage is away is a 503 too.
+
+    pyramid_tm begins the transaction outside the exception views' reach;
+    an attempt whose beginning failed is run again by pyramid_retry, and the
+    last one answers "come back" as any other attempt would.
+    """
+    unavailable = storage_unavailable_errors()
+
+    def begin_or_come_back(request):
+        try:
+            return handler(request)
+        except unavailable as exc:
+            if not is_last_attempt(request):
+                raise
+            return storage_unavailable(exc, request)
+
+    return begin_or_come_back
+
+
 def includeme(config):
+    config.add_tween("kittypyr.retries.storage_away_at_begin_tween_factory", over="pyramid_tm.tm_tween_factory")
     config.add_subscriber(log_retry, IBeforeRetry)
+    config.add_subscriber(begin_the_next_attempt_afresh, IBeforeRetry)
     config.add_subscriber(end_without_polling, ZODBConnectionOpened)
     for error in storage_unavailable_errors():
         # A lost connection is worth a new attempt on a fresh connection.

@@ -1,6 +1,7 @@
 """The archiver API as Mailman's plugin uses it (the real plugin: tests/test_mailman.py)."""
 
 import pytest
+import transaction
 from pyramid.scripting import prepare
 from webtest import TestApp
 
@@ -161,11 +162,46 @@ def test_a_message_the_storage_does_not_hold_after_the_commit_is_answered_503(tm
     app.registry._zodb_databases[""].close()
 
 
+def test_a_transaction_that_fails_to_begin_is_begun_again_by_the_next_attempt(tmp_path):
+    """The storage away as pyramid_tm begins: the next attempt still runs in a transaction of its own."""
+    from tests import begin_fails_once
+
+    app = make(tmp_path, **{"pyramid.includes": "tests.begin_fails_once", "retry.attempts": "3"})
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<first@example.org>"))  # the list exists
+    begin_fails_once.armed.append(True)
+    raw = make_message(message_id="<after-restart@example.org>", subject="Begun again", body="kept\n")
+    name = message_id_hash("<after-restart@example.org>")
+    answer = post(browser, raw).json
+    assert not begin_fails_once.armed  # the first attempt did fail
+    assert answer == {"url": f"https://lists.example.org/archives/list/{LIST}/message/{name}/"}
+    assert "Begun again" in browser.get(f"/list/{LIST}/message/{name}/").text
+    app.registry._zodb_databases[""].close()
+    transaction.manager.unregisterSynch(begin_fails_once.synchronizer)
+
+
+def test_a_transaction_that_cannot_begin_at_any_attempt_is_answered_503(tmp_path):
+    from tests import begin_fails_once
+
+    app = make(tmp_path, **{"pyramid.includes": "tests.begin_fails_once", "retry.attempts": "2"})
+    browser = TestApp(app)
+    try:
+        begin_fails_once.armed.extend([True, True])
+        response = post(browser, make_message(message_id="<never-begun@example.org>"), status=503)
+        assert response.headers["Retry-After"] and not begin_fails_once.armed
+        begin_fails_once.armed.extend([True, True])
+        assert browser.get(f"/list/{LIST}/", status=503).headers["Retry-After"]
+    finally:
+        app.registry._zodb_databases[""].close()
+        transaction.manager.unregisterSynch(begin_fails_once.synchronizer)
+
+
 def test_storage_trouble_answers_an_error_so_mailman_keeps_the_mail(tmp_path):
     app = make(tmp_path)
     app.registry._zodb_databases[""].close()  # the storage is gone
     response = post(TestApp(app), make_message(message_id="<down@example.org>"), status="*")
-    assert response.status_int >= 500
+    assert response.status_int == 503
+    assert response.headers["Retry-After"] and "send it again" in response.json["error"]
 
 
 def test_mailman_unreachable_still_archives_and_the_new_list_stays_closed(tmp_path):

@@ -22,6 +22,7 @@ from kittypyr.mailman import (
     message_url,
 )
 from kittypyr.resources.api import ApiMailman
+from kittypyr.retries import STORAGE_RETRY_AFTER
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ def urls(context, request):
 def _storage_trouble(exc, request):
     log.error("archiver API failed, Mailman will retry: %r", exc, exc_info=exc)
     request.response.status = 503
+    request.response.headers["Retry-After"] = str(STORAGE_RETRY_AFTER)
     return {"error": "the archive cannot store mail right now; send it again later"}
 
 

@@ -6,12 +6,10 @@ its URI, blobs kept in the database, and PostgreSQL going away.
 """
 
 import re
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import requests
 import transaction
 import zodburi
 from pyramid.scripting import prepare
@@ -20,7 +18,7 @@ from webtest import TestApp
 from kittypyr import main
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.msgid import message_id_hash
-from tests.functional import free_port, served, write_config
+from tests.functional import assert_faults_answered_503_and_no_mail_lost
 from tests.mailbuilder import attachment, make_message, multipart, text_part
 
 LIST = "pg@lists.example.org"
@@ -116,8 +114,6 @@ def test_while_postgresql_is_down_pages_and_the_archiver_answer_503_and_then_ser
             pass
 
 
-
-
 def test_postgresql_restarts_under_archiver_and_page_requests_answer_200_or_503_and_lose_no_mail(
         tmp_path, postgresql):
     # pserve on RelStorage as production runs it, while PostgreSQL restarts
@@ -135,76 +131,4 @@ def test_postgresql_restarts_under_archiver_and_page_requests_answer_200_or_503_
                 postgresql.start()
 
     assert_faults_answered_503_and_no_mail_lost(
-        tmp_path, lambda folder: postgresql.uri(database, folder / "blob-cache"), restarts)
-
-
-def assert_faults_answered_503_and_no_mail_lost(tmp_path, uri_of, faults):
-    """Mail posted by four senders and pages read by three readers from pserve while ``faults()`` runs.
-
-    Each answer is 200 or "come back" (503 with Retry-After), never 500; a
-    sender sends its mail again until it is answered 200, as Mailman does;
-    each mail answered 200 is stored, once, as another process finds
-    afterwards. ``uri_of(folder)`` is the storage's URI for a process there.
-    """
-    port = free_port()
-    web = tmp_path / "web"
-    web.mkdir()
-    config = write_config(web, uri=uri_of(web), port=port, extra="kittypyr.archiver_key = fault-key")
-    answers = []  # (what, status, Retry-After)
-    stored = []  # Message-IDs answered 200
-    stop = threading.Event()
-
-    def post(base, message_id):
-        mail = make_message(message_id=f"<{message_id}@example.org>", subject=f"Mail {message_id}",
-                            body="Sent while the storage restarts.\n")
-        answer = requests.post(f"{base}/api/mailman/archive", data={"mlist": LIST},
-                               files={"message": ("message.txt", mail)},
-                               headers={"Authorization": "Token fault-key"}, timeout=60)
-        answers.append(("archive", answer.status_code, answer.headers.get("Retry-After")))
-        if answer.status_code == 200:
-            stored.append(message_id)
-        return answer.status_code
-
-    def sender(base, number):
-        sent = 0
-        while not stop.is_set():
-            if post(base, f"restart-{number}-{sent}") == 200:
-                sent += 1
-            else:
-                time.sleep(0.05)  # Mailman keeps the mail and sends it again
-
-    def reader(base):
-        while not stop.is_set():
-            for path in (f"/list/{LIST}/", "/", f"/search?q=restarts&mlist={LIST}"):
-                answer = requests.get(base + path, timeout=60)
-                answers.append((path, answer.status_code, answer.headers.get("Retry-After")))
-
-    with served(config, port) as base:
-        assert post(base, "restart-first") == 200
-        clients = [threading.Thread(target=sender, args=(base, number)) for number in range(4)]
-        clients += [threading.Thread(target=reader, args=(base,)) for _ in range(3)]
-        for client in clients:
-            client.start()
-        try:
-            faults()
-            time.sleep(2)
-        finally:
-            stop.set()
-            for client in clients:
-                client.join(timeout=120)
-
-    assert [(what, status) for what, status, retry_after in answers
-            if not (status == 200 or (status == 503 and retry_after))] == []
-    assert ("archive", 503) in {(what, status) for what, status, _ in answers}  # the faults were felt
-    assert len(stored) == len(set(stored)) > 20
-
-    port = free_port()
-    other = tmp_path / "other"
-    other.mkdir()
-    with served(write_config(other, uri=uri_of(other), port=port), port) as base:
-        missing = [message_id for message_id in stored
-                   if f"Mail {message_id}" not in requests.get(
-                       f"{base}/list/{LIST}/message/{message_id_hash(f'<{message_id}@example.org>')}/",
-                       timeout=60).text]
-        assert missing == []
-        assert f"{len(stored)} messages" in requests.get(f"{base}/list/{LIST}/", timeout=60).text
+        tmp_path, lambda folder: postgresql.uri(database, folder / "blob-cache"), restarts, LIST)

@@ -180,3 +180,47 @@ def test_wrong_passwords_count_across_processes_sharing_zeo(tmp_path, mailman_st
             refused = reader.log_in(address, password)
             assert refused.status_code == 429 and "Too many failed attempts" in refused.text
             assert int(refused.headers["Retry-After"]) > 500
+
+
+def test_zeo_restarts_under_archiver_and_page_requests_answer_200_or_503_and_lose_no_mail(tmp_path):
+    from tests.functional import assert_faults_answered_503_and_no_mail_lost
+
+    # pserve on ZEO as production runs it, while the ZEO server restarts
+    # twice and is stopped once for a moment.
+    port = free_port()
+    (tmp_path / "zeo.conf").write_text(
+        f"<zeo>\n  address 127.0.0.1:{port}\n</zeo>\n<filestorage 1>\n  path {tmp_path}/Data.fs\n"
+        f"  blob-dir {tmp_path}/blobs\n</filestorage>\n")
+    zeo_log = open(tmp_path / "zeo.log", "wb")
+
+    def start():
+        server = subprocess.Popen([str(VENV_BIN / "runzeo"), "-C", str(tmp_path / "zeo.conf")],
+                                  stdout=zeo_log, stderr=zeo_log)
+        wait_for_port(port, process=server)
+        return server
+
+    def stop(server):
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # busy with a client: stopped as a crash would
+            server.kill()
+            server.wait(timeout=10)
+
+    servers = [start()]
+
+    def restarts():
+        for pause in (0, 1.0, 0):
+            time.sleep(1.5)
+            stop(servers[0])
+            time.sleep(pause)
+            servers[0] = start()
+
+    def uri_of(folder):
+        return f"zeo://127.0.0.1:{port}?storage=1&blob_dir={folder / 'blob-cache'}&shared_blob_dir=false"
+
+    try:
+        assert_faults_answered_503_and_no_mail_lost(tmp_path, uri_of, restarts, LIST)
+    finally:
+        stop(servers[0])
+        zeo_log.close()

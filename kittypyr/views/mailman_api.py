@@ -7,7 +7,7 @@ from pyramid.httpexceptions import HTTPBadRequest, HTTPForbidden, HTTPUnauthoriz
 from pyramid.view import view_config
 
 from kittypyr.addresses import normalize_list_address
-from kittypyr.archived_check import note_archived, note_quarantined
+from kittypyr.archived_check import note_stored
 from kittypyr.archiving import store_parsed
 from kittypyr.mail import UnparseableMessage, message_id_of_header, parse_message
 from kittypyr.mailman import (
@@ -64,7 +64,7 @@ def archive(context, request):
     except UnparseableMessage as exc:
         held = context.archive.quarantine.hold(list_address, raw, str(exc))
         log.warning("quarantined mail %s for %s: %s", held.__name__, list_address, exc)
-        note_quarantined(request, held.__name__)
+        note_stored(request, held)
         found = _MESSAGE_ID.search(raw.split(b"\n\n", 1)[0])
         url = (message_url(request, list_address, found.group(1).decode("ascii", "replace"))
                if found else list_url(request, list_address))
@@ -75,7 +75,7 @@ def archive(context, request):
         return {"url": f"{list_url(request, list_address)}message/{result.gone}/"}
     if result.message is None:  # it asked not to be archived
         return {"url": list_url(request, list_address)}
-    note_archived(request, list_address, result.message.__name__)
+    note_stored(request, result.message)
     return {"url": absolute_url(request, result.message)}
 
 

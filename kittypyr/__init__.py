@@ -13,6 +13,7 @@ from pyramid.settings import asbool, aslist
 from ZODB.POSException import ConflictError
 
 PARTS = (
+    "kittypyr.templating",
     "kittypyr.resources",
     "kittypyr.retries",
     "kittypyr.archived_check",

@@ -11,6 +11,7 @@ from pyramid.response import Response
 from pyramid_retry import IBeforeRetry, is_last_attempt, mark_error_retryable
 from pyramid_zodbconn import ZODBConnectionOpened
 from ZEO.Exceptions import ClientDisconnected
+from ZODB.Connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,40 @@ def storage_away_at_begin_tween_factory(handler, registry):
     return begin_or_come_back
 
 
+class ConnectionBackToThePoolIfOpenFails(Connection):
+    """A ZODB connection that goes back to its pool when opening it fails.
+
+    Opening asks the storage for news; while the storage is away that
+    fails, and ZODB's ``DB.open`` then loses the connection: out of the
+    pool, still counted, still holding its storage connections (two
+    PostgreSQL sessions under RelStorage) until the garbage collector
+    finds it. During a PostgreSQL restart a process piled up dozens of
+    them. Put back instead, it asks again when next opened, and misses no
+    news: the storage keeps what it has not yet told it.
+    """
+
+    def open(self, transaction_manager=None, delegate=True):
+        try:
+            super().open(transaction_manager, delegate)
+        except Exception:
+            manager, self.transaction_manager = self.transaction_manager, None
+            if manager is not None:
+                try:
+                    manager.unregisterSynch(self)
+                except KeyError:  # it failed before it was registered
+                    pass
+            self._db._returnToPool(self)
+            raise
+
+
 def includeme(config):
+    for database in getattr(config.registry, "_zodb_databases", {}).values():  # pyramid_zodbconn's
+        database.klass = ConnectionBackToThePoolIfOpenFails
+        # The connection the database made as it opened is of the plain
+        # kind: a pool of no size lets it go, then the pool is as it was.
+        size = database.getPoolSize()
+        database.setPoolSize(0)
+        database.setPoolSize(size)
     config.add_tween("kittypyr.retries.storage_away_at_begin_tween_factory", over="pyramid_tm.tm_tween_factory")
     config.add_subscriber(log_retry, IBeforeRetry)
     config.add_subscriber(begin_the_next_attempt_afresh, IBeforeRetry)

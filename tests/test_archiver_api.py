@@ -196,6 +196,39 @@ def test_a_transaction_that_cannot_begin_at_any_attempt_is_answered_503(tmp_path
         transaction.manager.unregisterSynch(begin_fails_once.synchronizer)
 
 
+def test_a_connection_whose_opening_fails_goes_back_to_the_pool(tmp_path, monkeypatch):
+    """The storage away as a request opens its connection: the connection is kept, not lost."""
+    import gc
+
+    from ZEO.Exceptions import ClientDisconnected
+    from ZODB.mvccadapter import MVCCAdapterInstance
+
+    app = make(tmp_path, **{"retry.attempts": "3"})
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<first@example.org>"))
+    database = app.registry._zodb_databases[""]
+    away = [True, True]
+    poll = MVCCAdapterInstance.poll_invalidations
+
+    def poll_unless_away(storage):
+        if away:
+            away.pop()
+            raise ClientDisconnected("the storage server is restarting")
+        return poll(storage)
+
+    monkeypatch.setattr(MVCCAdapterInstance, "poll_invalidations", poll_unless_away)
+    gc.disable()  # a lost connection would stay counted until the collector finds it
+    try:
+        connections = len(database.pool.all)
+        assert "1 message" in browser.get(f"/list/{LIST}/").text  # the third attempt
+        assert not away
+        assert len(database.pool.all) == connections
+        assert len(database.pool.available) == connections  # all back, none open
+    finally:
+        gc.enable()
+        database.close()
+
+
 def test_storage_trouble_answers_an_error_so_mailman_keeps_the_mail(tmp_path):
     app = make(tmp_path)
     app.registry._zodb_databases[""].close()  # the storage is gone

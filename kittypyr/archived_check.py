@@ -16,15 +16,15 @@ throughput in ``bench/archiver_load.py``, for a failure no storage showed.
 
 import logging
 
-from pyramid.response import Response
 from ZODB.utils import oid_repr, z64
 
-from kittypyr.retries import STORAGE_RETRY_AFTER, storage_unavailable_errors
+from kittypyr.retries import come_back_later, storage_unavailable_errors
 
 log = logging.getLogger(__name__)
 
 # What the archiver view leaves in the request's environ: the object it stored.
 ARCHIVED_KEY = "kittypyr.archived"
+NOT_STORED = "the archive could not store the message; send it again later"
 
 
 def note_stored(request, stored):
@@ -56,20 +56,13 @@ def archived_check_tween_factory(handler, registry):
             held = committed(stored)
         except unavailable as exc:
             log.error("could not check %s: %s: %s", what, type(exc).__name__, exc)
-            return _come_back_later()
+            return come_back_later(request, NOT_STORED)
         if held:
             return response
         log.error("%s was answered 200 by a transaction that did not commit it: answered 503", what)
-        return _come_back_later()
+        return come_back_later(request, NOT_STORED)
 
     return answer_only_what_is_stored
-
-
-def _come_back_later():
-    response = Response(json_body={"error": "the archive could not store the message; send it again later"},
-                        status=503)
-    response.headers["Retry-After"] = str(STORAGE_RETRY_AFTER)
-    return response
 
 
 def includeme(config):

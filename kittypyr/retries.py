@@ -77,10 +77,8 @@ def end_without_polling(event):
         event.conn.explicit_transactions = True
 
 
-def storage_unavailable(exc, request):
-    """503 with Retry-After when the storage stays away for every attempt: come back, nothing is broken."""
-    log.error("storage unavailable for %s %s: %s: %s", request.method, request.path_info, type(exc).__name__, exc)
-    explained = "the archive cannot reach its storage right now; try again in a moment"
+def come_back_later(request, explained):
+    """503 with Retry-After saying ``explained``: come back, nothing is broken."""
     if request.path_info.startswith("/api/"):
         # Mailman's plugin and the JSON API's clients read JSON.
         response = Response(json_body={"error": explained}, status=503)
@@ -88,6 +86,12 @@ def storage_unavailable(exc, request):
         response = Response(explained.capitalize() + ".\n", status=503, content_type="text/plain", charset="utf-8")
     response.headers["Retry-After"] = str(STORAGE_RETRY_AFTER)
     return response
+
+
+def storage_unavailable(exc, request):
+    """The answer when the storage stays away for every attempt."""
+    log.error("storage unavailable for %s %s: %s: %s", request.method, request.path_info, type(exc).__name__, exc)
+    return come_back_later(request, "the archive cannot reach its storage right now; try again in a moment")
 
 
 def storage_away_at_begin_tween_factory(handler, registry):

@@ -14,10 +14,12 @@ def logging_as_it_was():
     """The commands run in-process set up logging from their .ini, to the
     stream pytest captured for that test: put the handlers back afterwards,
     or later tests log to a closed stream."""
-    loggers = [logging.root] + [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]
-    saved = {logger: (logger.handlers[:], logger.level, logger.propagate, logger.disabled) for logger in loggers}
+    def every_logger():
+        return [logging.root] + [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]
+
+    saved = {logger: (logger.handlers[:], logger.level, logger.propagate, logger.disabled) for logger in every_logger()}
     yield
-    for logger in [logging.root] + [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]:
+    for logger in every_logger():
         handlers, level, propagate, disabled = saved.get(logger, ([], logging.NOTSET, True, False))
         logger.handlers[:] = handlers
         logger.setLevel(level)

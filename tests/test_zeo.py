@@ -186,7 +186,10 @@ def test_zeo_restarts_under_archiver_and_page_requests_answer_200_or_503_and_los
     from tests.functional import assert_faults_answered_503_and_no_mail_lost
 
     # pserve on ZEO as production runs it, while the ZEO server restarts
-    # twice and is stopped once for a moment.
+    # twice and is stopped once for longer than a client waits for it. A ZEO
+    # client waits for its server (30 s unless wait_timeout says otherwise)
+    # and rides out a quick restart unseen; the test's clients wait 2 s, so
+    # the 4 s stop is felt as the server's absence and answered 503.
     port = free_port()
     (tmp_path / "zeo.conf").write_text(
         f"<zeo>\n  address 127.0.0.1:{port}\n</zeo>\n<filestorage 1>\n  path {tmp_path}/Data.fs\n"
@@ -210,14 +213,15 @@ def test_zeo_restarts_under_archiver_and_page_requests_answer_200_or_503_and_los
     servers = [start()]
 
     def restarts():
-        for pause in (0, 1.0, 0):
+        for pause in (0, 4.0, 0):
             time.sleep(1.5)
             stop(servers[0])
             time.sleep(pause)
             servers[0] = start()
 
     def uri_of(folder):
-        return f"zeo://127.0.0.1:{port}?storage=1&blob_dir={folder / 'blob-cache'}&shared_blob_dir=false"
+        return (f"zeo://127.0.0.1:{port}?storage=1&blob_dir={folder / 'blob-cache'}"
+                "&shared_blob_dir=false&wait_timeout=2")
 
     try:
         assert_faults_answered_503_and_no_mail_lost(tmp_path, uri_of, restarts, LIST)

@@ -21,6 +21,7 @@ process only turns words into ids and appends the packed postings.
 """
 
 import array
+import heapq
 
 import numpy as np
 from repoze.catalog.query import Query
@@ -40,6 +41,15 @@ ZONE_SHIFT = 25
 ZONE_MASK = (1 << ZONE_BITS) - 1
 # What a posting's score depends on: its frequency and its length.
 RANKING_BITS = (FREQUENCY_MAX << FREQUENCY_SHIFT) | LENGTH_MAX
+# A filter's share of a word is tested on this many postings, from at most
+# SHARE_CHUNKS of its chunks (see FullTextIndex._allowed_share).
+SHARE_SAMPLE = 512
+SHARE_CHUNKS = 64
+# A word's postings counted exactly are tested one by one up to this many;
+# beyond, against the filter's every allowed docid at once.
+TESTED_ONE_BY_ONE = 8192
+# Postings a walk by chunks may test before it scores every posting instead.
+WALK_TESTS_MAX = 2048
 
 
 class ZonedText(PreparedText):
@@ -283,10 +293,17 @@ class FullTextIndex(OkapiIndex):
         return in_docid_order(docids, self._bm25(values, idf, mean_length))
 
     def _bm25(self, values, idf, mean_length):
-        frequency = ((values >> FREQUENCY_SHIFT) & FREQUENCY_MAX).astype(np.float64)
-        length = (values & LENGTH_MAX).astype(np.float64)
+        # f (k1 + 1) idf / (f + k1 (1 - b + b length / mean)), in place:
+        # a common word's postings are scored whole when a filter asks it.
         k1, b = self.K1, self.B
-        return frequency * (k1 + 1.0) / (frequency + k1 * (1.0 - b + b * length / mean_length)) * idf
+        frequency = ((values >> FREQUENCY_SHIFT) & FREQUENCY_MAX).astype(np.float64)
+        denominator = (values & LENGTH_MAX).astype(np.float64)
+        denominator *= k1 * b / mean_length
+        denominator += k1 * (1.0 - b)
+        denominator += frequency
+        frequency *= (k1 + 1.0) * idf
+        frequency /= denominator
+        return frequency
 
     def holding(self, wid, docids):
         """Those of ``docids`` whose text holds the word ``wid``, read from their word sequences."""
@@ -322,7 +339,114 @@ class FullTextIndex(OkapiIndex):
         return bounds
 
     def best_allowed_scores(self, wid, count, allowed, exact_up_to):
-        """``(scored, total, exact)`` as ``best_word_scores``, among the docids of the set ``allowed``.
+        """``(scored, total, exact)`` as ``best_word_scores``, among the documents ``allowed`` lets through.
+
+        ``allowed`` is an ``AllowedDocuments``: a test of one docid, and the
+        sorted array of every allowed docid, made only when it is needed.
+        When it is ``walkable`` (its tests read each document's own value:
+        a sender, a list), the word's chunks are walked best first
+        (``_walked_allowed_scores``): the cost follows the page, not the
+        number of postings. A date, or a filter that had to be asked as a
+        set (a subject, a tag), often keeps a few periods alone, which lie
+        in a few runs of chunks that a walk by ceilings would reach last:
+        every posting is scored instead (``_scored_allowed_scores``, one
+        numpy pass).
+        """
+        if allowed.walkable:
+            return self._walked_allowed_scores(wid, count, allowed, exact_up_to)
+        return self._scored_allowed_scores(wid, count, allowed, exact_up_to)
+
+    def _walked_allowed_scores(self, wid, count, allowed, exact_up_to):
+        """``best_allowed_scores`` by the word's chunks, best ceiling first.
+
+        As ``best_word_scores`` does, and of each chunk its postings that
+        could still reach the page are tested, best first, until the
+        ``count``-th best allowed score beats every chunk left. The total is
+        the filter's share, tested on postings spread over the whole list
+        (``_allowed_share``), times their number; when it is at most
+        ``exact_up_to`` every posting is tested and the matches counted.
+        """
+        postings = self._wordinfo.get(wid)
+        if postings is None:
+            return EMPTY, 0, True
+        ranked = getattr(postings, "ranked_chunks", None)
+        chunks, ceilings = ranked() if ranked is not None else ((), ())
+        tail = bytes(postings._tail) if chunks else packed_postings(postings)
+        share = self._allowed_share(chunks, tail, allowed)
+        total = round(share * len(postings))
+        documents, mean_length = self._statistics()
+        idf = inverse_doc_frequency(len(postings), documents)
+        if total <= exact_up_to or share == 0:
+            pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
+            docids = pairs[:, 0].astype(np.int64)
+            if len(docids) <= TESTED_ONE_BY_ONE:
+                keep = np.fromiter(map(allowed.test, docids.tolist()), dtype=bool, count=len(docids))
+            else:
+                every = allowed.every()
+                at = np.searchsorted(every, docids)
+                keep = every[np.minimum(at, len(every) - 1)] == docids if len(every) else at < 0
+            kept = in_docid_order(docids[keep], self._bm25(pairs[keep, 1], idf, mean_length))
+            return kept, len(kept), True
+        if count / share > WALK_TESTS_MAX:
+            # Too rare a filter to find a page among the best postings.
+            return self._scored_allowed_scores(wid, count, allowed, exact_up_to)
+
+        best = []  # the count best allowed scores so far, a heap
+        found_docids, found_scores = [], []
+        tested = 0
+
+        def test_best_of(data):
+            """Test the postings of ``data`` that can reach the page; False past the budget."""
+            nonlocal tested
+            pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)
+            scores = self._bm25(pairs[:, 1], idf, mean_length)
+            floor = best[0] if len(best) >= count else -np.inf
+            reaching = np.flatnonzero(scores >= floor)
+            reaching = reaching[np.argsort(-scores[reaching], kind="stable")]
+            docids = pairs[:, 0]
+            for at in reaching.tolist():
+                score = scores[at]
+                # Ties are kept: among equal scores the newest is shown first.
+                if len(best) >= count and score < best[0]:
+                    break
+                tested += 1
+                if tested > WALK_TESTS_MAX:
+                    return False
+                docid = int(docids[at])
+                if allowed.test(docid):
+                    found_docids.append(docid)
+                    found_scores.append(score)
+                    if len(best) < count:
+                        heapq.heappush(best, score)
+                    elif score > best[0]:
+                        heapq.heapreplace(best, score)
+            return True
+
+        walking = test_best_of(tail)
+        bounds = self._chunk_bounds(ceilings, idf, mean_length)
+        order = np.argsort(-bounds, kind="stable").tolist()
+        position, batch = 0, 1
+        while walking and position < len(order):
+            floor = best[0] if len(best) >= count else -np.inf
+            taking = [at for at in order[position:position + batch] if bounds[at] >= floor]
+            if not taking:
+                break
+            # Batches that double, best first, as in best_word_scores.
+            position, batch = position + batch, batch * 2
+            walking = test_best_of(b"".join([chunks[at].data for at in taking]))
+        if not walking:
+            # The filter's documents stand apart from the word's best (a
+            # sender of a few months): scoring everything costs less.
+            return self._scored_allowed_scores(wid, count, allowed, exact_up_to)
+        docids = np.array(found_docids, dtype=np.int64)
+        scores = np.array(found_scores, dtype=np.float64)
+        if len(best) >= count:
+            keep = scores >= best[0]
+            docids, scores = docids[keep], scores[keep]
+        return in_docid_order(docids, scores), max(total, len(docids)), False
+
+    def _scored_allowed_scores(self, wid, count, allowed, exact_up_to):
+        """``best_allowed_scores`` by every posting of the word, scored at once.
 
         A field keeps a share of the word's documents that no chunk's
         ceiling knows of, so every posting is scored (one numpy pass); but
@@ -333,7 +457,7 @@ class FullTextIndex(OkapiIndex):
         matches are counted: every posting is looked up.
         """
         postings = self._wordinfo.get(wid)
-        if postings is None or not len(allowed):
+        if postings is None:
             return EMPTY, 0, True
         # Read as they are stored (int32): the docids that pass are few.
         pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
@@ -341,13 +465,11 @@ class FullTextIndex(OkapiIndex):
         documents, mean_length = self._statistics()
         scores = self._bm25(values, inverse_doc_frequency(len(docids), documents), mean_length)
         spread = np.unique(np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64))
-        share = sum(1 for docid in docids[spread].tolist() if docid in allowed) / len(spread)
+        share = sum(map(allowed.test, docids[spread].tolist())) / len(spread)
         total = round(share * len(docids))
         if total <= exact_up_to or share == 0:
             every = Scored(docids.astype(np.int64), scores)
-            allowed = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
-            allowed.sort()
-            kept = restricted(in_docid_order(every.docids, every.scores), allowed)
+            kept = restricted(in_docid_order(every.docids, every.scores), allowed.every())
             return kept, len(kept), True
         looked = min(len(docids), max(256, int(4 * count / share)))
         while True:
@@ -355,8 +477,7 @@ class FullTextIndex(OkapiIndex):
                 best = np.arange(len(docids))
             else:
                 best = np.argpartition(-scores, looked - 1)[:looked]
-            keep = np.fromiter((docid in allowed for docid in docids[best].tolist()), dtype=bool,
-                               count=len(best))
+            keep = np.fromiter(map(allowed.test, docids[best].tolist()), dtype=bool, count=len(best))
             passed = best[keep]
             if looked >= len(docids):
                 return in_docid_order(docids[passed].astype(np.int64), scores[passed]), len(passed), True
@@ -366,6 +487,35 @@ class FullTextIndex(OkapiIndex):
                 found = in_docid_order(docids[passed].astype(np.int64), scores[passed])
                 return found, max(total, len(passed)), False
             looked = min(len(docids), looked * 4)
+
+    def _allowed_share(self, chunks, tail, allowed):
+        """The share of a word's postings that ``allowed`` lets through, tested on a spread sample.
+
+        Up to ``SHARE_SAMPLE`` postings, taken evenly from the tail and from
+        up to ``SHARE_CHUNKS`` chunks spread over the word's whole list
+        (kept in the order mail was archived: every period is heard), each chunk's
+        share weighted by its size.
+        """
+        if chunks:
+            picked = np.unique(np.linspace(0, len(chunks) - 1, min(len(chunks), SHARE_CHUNKS)).astype(np.int64))
+            parts = [chunks[at].data for at in picked.tolist()] + ([tail] if tail else [])
+        else:
+            parts = [tail]
+        each = max(1, SHARE_SAMPLE // len(parts))
+        sampled, weights = [], []
+        for data in parts:
+            docids = np.frombuffer(data, dtype="<i4")[0::2]
+            if len(docids):
+                step = max(1, len(docids) // each)
+                taken = docids[step // 2::step]
+                sampled.append(taken)
+                # Each sampled posting stands for the postings of its part.
+                weights.append(np.full(len(taken), len(docids) / len(taken)))
+        if not sampled:
+            return 0.0
+        sampled, weights = np.concatenate(sampled).tolist(), np.concatenate(weights)
+        passed = np.fromiter(map(allowed.test, sampled), dtype=bool, count=len(sampled))
+        return float(weights[passed].sum() / weights.sum())
 
     def best_word_scores(self, wid, count, allowed=None):
         """``(scored, total, exact)`` for the documents holding word ``wid``, for ``scored.top``.

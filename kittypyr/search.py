@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 from markupsafe import Markup
 from pyramid.traversal import find_resource, find_root
+from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
@@ -670,22 +671,95 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     conditions = list(asked.conditions)
     if not _all_lists_in(archive, asked.scope):
         conditions.append(Any("list", asked.scope))
-    allowed = None
-    if conditions:
-        query = conditions[0] if len(conditions) == 1 else And(*conditions)
-        allowed = catalog.query(query)[1]
     if word is not None:
         index = catalog["text"].index
-        if allowed is None:
+        if not conditions:
             scored, total, exact = index.best_word_scores(word, best)
-        else:
-            scored, total, exact = index.best_allowed_scores(word, best, allowed, exact_up_to)
+            return scored, BestOnly(total, not exact, lambda docids: index.holding(word, docids))
+        allowed = AllowedDocuments(catalog, conditions)
+        scored, total, exact = index.best_allowed_scores(word, best, allowed, exact_up_to)
 
         def matching(docids):
-            return index.holding(word, [docid for docid in docids if allowed is None or docid in allowed])
+            return index.holding(word, [docid for docid in docids if allowed.test(docid)])
 
         return scored, BestOnly(total, not exact, matching)
-    return (scored if allowed is None else restricted(scored, _as_scored(allowed).docids)), None
+    if not conditions:
+        return scored, None
+    query = conditions[0] if len(conditions) == 1 else And(*conditions)
+    return restricted(scored, _as_scored(catalog.query(query)[1]).docids), None
+
+
+# A word's postings are kept in the order mail was archived, which is date
+# order for the most part: the messages of a few months lie in a few runs of
+# its chunks, which a walk by the chunks' best scores reaches last. With
+# such a condition the word's postings are scored at once instead.
+DATED_INDEXES = frozenset({"month", "date"})
+
+
+class AllowedDocuments:
+    """The messages that ``conditions`` (catalog queries, all to hold) let through, asked one at a time.
+
+    A word's best matches need only a few of them tested: ``test`` reads
+    an ``Eq`` or ``Any`` of a field index (a sender, a list) from
+    the index's value of that one document, so that ``from:`` with a word
+    costs what the page needs, not a union of every message of the senders
+    (which grows with the list). Other conditions are asked of the catalog
+    once, as a set. ``every()`` is the sorted array of every allowed docid,
+    for when every match is counted. ``walkable``: whether every test reads
+    a value (none is a date: see ``DATED_INDEXES``).
+    """
+
+    def __init__(self, catalog, conditions):
+        self.catalog = catalog
+        self.conditions = conditions
+        tests = []
+        self.walkable = True
+        for condition in conditions:
+            values = _field_values(condition)
+            name = getattr(condition, "index_name", None)
+            # A date's months are asked as a set: scored at once, a word
+            # tests thousands of its postings, which costs more than the
+            # union of a few months' sets.
+            index = catalog.get(name) if values is not None and name not in DATED_INDEXES else None
+            by_document = getattr(index, "_rev_index", None) if isinstance(index, CatalogFieldIndex) else None
+            if by_document is not None:
+                tests.append(_value_in(by_document, values))
+            else:
+                tests.append(catalog.query(condition)[1].__contains__)
+                self.walkable = False
+        self._tests = tests
+        self._every = None
+        if len(tests) == 1:
+            self.test = tests[0]
+
+    def test(self, docid):
+        for test in self._tests:
+            if not test(docid):
+                return False
+        return True
+
+    def every(self):
+        if self._every is None:
+            query = self.conditions[0] if len(self.conditions) == 1 else And(*self.conditions)
+            self._every = _as_scored(self.catalog.query(query)[1]).docids
+        return self._every
+
+
+def _field_values(condition):
+    """The values an ``Eq`` or ``Any`` condition asks for, as a set; None for any other condition."""
+    if type(condition) is Eq:
+        return {condition._value}
+    if type(condition) is Any:
+        return set(condition._value)
+    return None
+
+
+def _value_in(by_document, values):
+    value_of = by_document.get
+
+    def test(docid):
+        return value_of(docid) in values
+    return test
 
 
 @dataclass

@@ -1,25 +1,38 @@
 """Ten times the mail: one list ten times as long, imported a corpus at a time.
 
-    .venv/bin/python bench/scale.py CORPUS [--data DIR] [--blocks 10] [--requests 25]
+    .venv/bin/python bench/scale.py CORPUS [--data DIR] [--blocks 10] [--requests 25] [--layout long|dense]
 
-Block 1 is CORPUS as it is; block k (k > 1) is CORPUS again with every
-Message-ID, In-Reply-To and References id rewritten (``<b{k}.id>``), so each
-block is new mail, threaded within itself, in the same months as the first
-(mail dated between 1980 and today only is believed, so the blocks cannot
-follow each other in time: the list gets ten times as dense, each month
-holding ten times the threads). Each block is imported with
-``kittypyr import`` into one FileStorage, and printed per block: msg/s,
-the importer's peak RSS, the storage's size per message (Data.fs, unpacked,
-and blobs) and against the raw mail; at the end, the same packed. After the first and the last block the
-archive is served by one waitress process and printed: p50 of the list
-overview, a month, a thread, a message and a search (the same pages at 1×
-and at 10×: the first block's), and the serving process's RSS.
+Block k is CORPUS again with every Message-ID, In-Reply-To and References
+id rewritten (``<b{k}.id>``, block 1 as it is), so each block is new mail,
+threaded within itself. Where it lies in time is the layout:
+
+- ``long`` (the default): each block comes before the one before it in
+  time, as a list that lived ten times as long whose older archives are
+  brought in after its recent mail (block 1 is the newest, so the list's
+  overview shows the same recent mail at 1× and at 10×). kittypyr believes
+  only dates between 1980 and today, so the corpus's span is squeezed to
+  fit: the blocks share the years since 1980 (4.7 years each with ten
+  blocks), every Date header moved and scaled into its block's years, the
+  mail's order and spacing kept. A month holds about the same mail in
+  every block.
+- ``dense``: every block keeps the corpus's dates, so the list gets ten
+  times as dense, each month holding ten times the threads, and each block
+  is filed among the ones before it rather than after them.
+
+Each block is imported with ``kittypyr import`` into one FileStorage, and
+printed per block: msg/s, the importer's peak RSS, the storage's size per
+message (Data.fs, unpacked, and blobs) and against the raw mail; at the
+end, the same packed. After the first and the last block the archive is
+served by one waitress process and printed: p50 of the list overview, a
+month, a thread, a message and a search (the same pages at 1× and at 10×:
+the first block's), and the serving process's RSS.
 
 Bounded: ``--blocks`` imports of at most ``--import-timeout`` seconds each,
 ``--requests`` requests per page.
 """
 
 import argparse
+import email.utils
 import http.client
 import json
 import os
@@ -29,6 +42,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,9 +56,13 @@ ID_HEADERS = (b"message-id", b"in-reply-to", b"references")
 SEARCH_WORDS = ("cache", "kernel patch", "tlb", "octeon", "interrupt", "binutils")
 
 
-def rewrite_ids(raw, block):
-    """``raw`` with the ids of its Message-ID, In-Reply-To and References (folded lines too) prefixed."""
-    if block == 1:
+def rewrite_ids(raw, block, moved=None):
+    """``raw`` with the ids of its Message-ID, In-Reply-To and References (folded lines too) prefixed.
+
+    ``moved``, when given, maps the message's date (an aware datetime) to
+    the one its Date header says instead.
+    """
+    if block == 1 and moved is None:
         return raw
     end = raw.find(b"\n\n")
     head, body = (raw, b"") if end < 0 else (raw[:end], raw[end:])
@@ -52,9 +70,54 @@ def rewrite_ids(raw, block):
     lines, rewriting = [], False
     for line in head.split(b"\n"):
         if line[:1] not in (b" ", b"\t"):
-            rewriting = line.split(b":", 1)[0].strip().lower() in ID_HEADERS
+            name = line.split(b":", 1)[0].strip().lower()
+            rewriting = block > 1 and name in ID_HEADERS
+            if moved is not None and name == b"date":
+                line = _moved_date(line, moved)
         lines.append(re.sub(rb"<(?=[^<>\s]+>)", prefix, line) if rewriting else line)
     return b"\n".join(lines) + body
+
+
+def _date_of(raw):
+    match = re.search(rb"^Date:[ \t]*(.+)$", raw[:raw.find(b"\n\n")], re.MULTILINE | re.IGNORECASE)
+    try:
+        date = email.utils.parsedate_to_datetime(match.group(1).decode("latin-1").strip())
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return None
+    return date if date.tzinfo is not None else date.replace(tzinfo=timezone.utc)
+
+
+def _moved_date(line, moved):
+    try:
+        date = email.utils.parsedate_to_datetime(line.split(b":", 1)[1].decode("latin-1").strip())
+    except (TypeError, ValueError, IndexError):
+        return line  # kept as it is: kittypyr dates such mail by what else it has
+    if date.tzinfo is None:
+        date = date.replace(tzinfo=timezone.utc)
+    return b"Date: " + email.utils.format_datetime(moved(date).astimezone(timezone.utc)).encode()
+
+
+def block_timeline(raws, blocks):
+    """``moved(block)``: for ``--layout long``, the date map of each block.
+
+    The corpus's span (its 1st to 99th percentile of dates: a few mails are
+    dated decades off) is scaled into one block's share of the years from
+    1980 to today. Block 1 is the newest, ending now; block k ends where
+    block k-1 starts, as when a list's older archives are brought in after
+    its recent mail: the list's recent pages show the same mail at 1× as at
+    10×.
+    """
+    dates = sorted(date for date in map(_date_of, raws) if date is not None)
+    first, last = dates[len(dates) // 100], dates[-len(dates) // 100 - 1]
+    end = datetime.now(timezone.utc) - timedelta(days=1)
+    share = (end - datetime(1980, 1, 3, tzinfo=timezone.utc)) / blocks
+    scale = share / (last - first)
+
+    def moved(block):
+        block_start = end - share * block
+        # Mail dated off the corpus's span goes to its block's first or last moment.
+        return lambda date: block_start + (min(max(date, first), last) - first) * scale
+    return moved
 
 
 def storage_bytes(var):
@@ -173,6 +236,8 @@ def main():
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--requests", type=int, default=25, help="timed requests per page")
     parser.add_argument("--import-timeout", type=float, default=3600)
+    parser.add_argument("--layout", choices=("long", "dense"), default="long",
+                        help="blocks one after another in time, or all in the corpus's months")
     args = parser.parse_args()
 
     from kittypyr.mailboxes import read_mail
@@ -184,7 +249,8 @@ def main():
     config = write_config(folder)
     var = folder / "var"
     raws = [m.raw for m in read_mail(args.corpus)]
-    print(f"{len(raws)} messages in {args.corpus}, {args.blocks} blocks; machine load "
+    timeline = block_timeline(raws, args.blocks) if args.layout == "long" else None
+    print(f"{len(raws)} messages in {args.corpus}, {args.blocks} blocks laid out {args.layout}; machine load "
           f"{os.getloadavg()[0]:.1f} (2 cores, shared: figures are noisy)", flush=True)
     print(f"{'block':>5} {'messages':>9} {'msg/s':>7} {'RSS MB':>12} {'with parsers':>12} {'bytes/msg':>10} "
           f"{'× raw':>6}   (RSS: the importer's peak; with parsers: the largest of it and its parser processes)",
@@ -194,7 +260,8 @@ def main():
     pages = None
     for block in range(1, args.blocks + 1):
         mbox = folder / "block.mbox"
-        mail = [rewrite_ids(raw, block) for raw in raws]
+        moved = timeline(block) if timeline is not None else None
+        mail = [rewrite_ids(raw, block, moved) for raw in raws]
         mbox.write_bytes(mbox_bytes(mail))
         seconds, rss, rss_any, output = import_block(config, mbox, args.import_timeout)
         mbox.unlink()

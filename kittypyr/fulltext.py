@@ -126,18 +126,62 @@ def ceiling_of(data):
     return values[keep].astype("<i4").tobytes()
 
 
-class ChunkDirectory(Persistent):
-    """The full chunks of a large word and their ceilings: a record of their own.
+class ChunkGroup(Persistent):
+    """``ChunkDirectory.GROUP_CHUNKS`` full chunks of a word and their ceilings, a record that no longer grows."""
 
-    Kept apart from the word's tail, so that a new posting rewrites the
-    tail alone: the chunks' references and ceilings grow with the archive
-    (a common word of a million messages has a thousand chunks), and they
-    change only when a chunk fills or a posting is removed.
-    """
-
-    def __init__(self, chunks=(), ceilings=()):
+    def __init__(self, chunks, ceilings):
         self.chunks = tuple(chunks)
         self.ceilings = tuple(ceilings)
+
+
+class ChunkDirectory(Persistent):
+    """The full chunks of a large word and their ceilings: a record of its own.
+
+    Kept apart from the word's tail, so that a new posting rewrites the
+    tail alone. A chunk that fills is added here; every GROUP_CHUNKS of
+    them move to a ``ChunkGroup`` of their own, so that the record rewritten
+    when a chunk fills holds at most GROUP_CHUNKS chunks and a reference per
+    group: a common word of a million messages has about four thousand
+    chunks, and the directory written each time one filled used to name
+    them all (a quarter of a million bytes). ``chunks`` and ``ceilings``
+    read them all, in the order they were added.
+    """
+
+    GROUP_CHUNKS = 64
+
+    def __init__(self, chunks=(), ceilings=()):
+        self.groups = ()
+        self.open_chunks = ()
+        self.open_ceilings = ()
+        for chunk, ceiling in zip(chunks, ceilings):
+            self.add(chunk, ceiling)
+
+    def __setstate__(self, state):
+        state = dict(state)
+        if "chunks" in state:  # written before groups: all chunks open, grouped at the next add
+            state = {"groups": (), "open_chunks": state.pop("chunks"), "open_ceilings": state.pop("ceilings")}
+        super().__setstate__(state)
+
+    @property
+    def chunks(self):
+        return tuple(chunk for group in self.groups for chunk in group.chunks) + self.open_chunks
+
+    @property
+    def ceilings(self):
+        return tuple(ceiling for group in self.groups for ceiling in group.ceilings) + self.open_ceilings
+
+    def add(self, chunk, ceiling):
+        self.open_chunks += (chunk,)
+        self.open_ceilings += (ceiling,)
+        size = self.GROUP_CHUNKS
+        while len(self.open_chunks) >= size:
+            self.groups += (ChunkGroup(self.open_chunks[:size], self.open_ceilings[:size]),)
+            self.open_chunks, self.open_ceilings = self.open_chunks[size:], self.open_ceilings[size:]
+
+    def recompute_ceilings(self):
+        for group in self.groups:
+            group.ceilings = tuple(ceiling_of(chunk.data) for chunk in group.chunks)
+        self.open_ceilings = tuple(ceiling_of(chunk.data) for chunk in self.open_chunks)
 
 
 class RankedPostings(Postings):
@@ -184,8 +228,7 @@ class RankedPostings(Postings):
             directory = self._directory
             if directory is None:
                 self._directory = directory = ChunkDirectory()
-            directory.chunks += (chunk,)
-            directory.ceilings += (ceiling_of(chunk.data),)
+            directory.add(chunk, ceiling_of(chunk.data))
             self._chunked += len(self._tail) // _PAIR.size
             self._tail = bytearray()
 
@@ -195,7 +238,7 @@ class RankedPostings(Postings):
         if not super().replace(docid, value):
             return False
         if self._directory is not None:
-            self._directory.ceilings = tuple(ceiling_of(chunk.data) for chunk in self._directory.chunks)
+            self._directory.recompute_ceilings()
         return True
 
     def ranked_chunks(self):

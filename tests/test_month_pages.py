@@ -158,3 +158,28 @@ def test_a_busy_month_is_paged_fifty_threads_a_page(tmp_path):
         assert subjects(by_start) == [f"June {n}" for n in range(50, 55)]
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_long_lived_lists_overview_names_every_year_and_the_months_of_its_latest_years_only(tmp_path):
+    # Forty years of mail: the overview stays the size of a page, and an
+    # older month is a click away through its year's page.
+    app = make_app(tmp_path)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for year in range(1981, 2021):
+            for month in (2, 9):
+                archive_message(mailing_list, mail(f"y{year}m{month}", when(month, 3, year=year), ADA,
+                                                   f"News of {year}-{month}"))
+        transaction.commit()
+    browser = TestApp(app)
+    try:
+        page = browser.get(f"/list/{LIST}/")
+        years = [a.text for a in page.html.select("section.months h3 a")]
+        assert years == [str(year) for year in range(2020, 1980, -1)]
+        months = [a.text for a in page.html.select("section.months ul.months a")]
+        assert months == ["2020-09", "2020-02", "2019-09", "2019-02"]
+        assert page.html.select_one("section.months h3").parent.select_one(".meta").text == "2 messages"
+        old_year = page.click(href=f"/list/{LIST}/1981/$")
+        assert [li.a.text for li in old_year.html.select("ul.year-months li")] == ["February", "September"]
+    finally:
+        app.registry._zodb_databases[""].close()

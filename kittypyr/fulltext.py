@@ -254,15 +254,28 @@ class RankedPostings(Postings):
             _same_references((old.get("_directory"),), (new.get("_directory"),))
 
 
+# Words ranked between two savepoints of the upgrade (see rank_chunks_of).
+RANKED_BETWEEN_SAVEPOINTS = 2000
+
+
 def rank_chunks_of(index):
     """Give every large word of ``index`` (a ``FullTextIndex``) its chunks' ceilings; returns how many.
 
     Each chunk is read once; the chunks themselves are kept as they are.
+    Every RANKED_BETWEEN_SAVEPOINTS words the transaction's changes go to
+    a savepoint and the connection's cache is trimmed: the chunks read and
+    the records made would otherwise all stay in memory until the commit,
+    and a process keeps the memory it took (600 MB at the first start on
+    an archive of 280,000 messages, against 130 MB).
     """
     wordinfo = index._wordinfo
     plain = [wid for wid, postings in wordinfo.items() if type(postings) is Postings]
-    for wid in plain:
+    connection = getattr(index, "_p_jar", None)
+    for done, wid in enumerate(plain, 1):
         wordinfo[wid] = RankedPostings.of(wordinfo[wid])
+        if connection is not None and done % RANKED_BETWEEN_SAVEPOINTS == 0:
+            connection.transaction_manager.get().savepoint(optimistic=True)
+            connection.cacheGC()
     return len(plain)
 
 

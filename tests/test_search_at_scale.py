@@ -254,10 +254,15 @@ def test_a_filtered_word_counts_about_as_many_as_match(app):
     assert results.total_estimated and abs(results.total - expected) <= expected * 0.1
 
 
-def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app):
+def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app, monkeypatch):
+    from kittypyr import fulltext
     from kittypyr.bootstrap import ROOT_KEY, bootstrap_archive
     from kittypyr.fulltext import RankedPostings
     from kittypyr.lexicon import Postings
+
+    # A savepoint after every word ranked, as a large archive has them
+    # every two thousand: what went to a savepoint is committed all the same.
+    monkeypatch.setattr(fulltext, "RANKED_BETWEEN_SAVEPOINTS", 1)
 
     expected = brute_force_ranking(app, ("ocelot",))
     with prepare(registry=app.registry) as env:

@@ -31,7 +31,7 @@ from zope.index.text.baseindex import inverse_doc_frequency
 
 from kittypyr.lexicon import (_PAIR, OkapiIndex, Postings, PostingsChunk, PreparedText, _same_references,
                               encode_positions, packed_postings, split_words)
-from kittypyr.scored import EMPTY, Scored, all_of, in_docid_order, intersection, restricted, union, verified
+from kittypyr.scored import EMPTY, Scored, all_of, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
 LENGTH_MAX = 0xFFFF
@@ -438,9 +438,7 @@ class FullTextIndex(OkapiIndex):
             if len(docids) <= TESTED_ONE_BY_ONE:
                 keep = np.fromiter(map(allowed.test, docids.tolist()), dtype=bool, count=len(docids))
             else:
-                every = allowed.every()
-                at = np.searchsorted(every, docids)
-                keep = every[np.minimum(at, len(every) - 1)] == docids if len(every) else at < 0
+                keep = held_in(allowed.every(), docids)
             kept = in_docid_order(docids[keep], self._bm25(pairs[keep, 1], idf, mean_length))
             return kept, len(kept), True
         if count / share > WALK_TESTS_MAX:
@@ -480,16 +478,10 @@ class FullTextIndex(OkapiIndex):
 
         walking = test_best_of(tail)
         bounds = self._chunk_bounds(ceilings, idf, mean_length)
-        order = np.argsort(-bounds, kind="stable").tolist()
-        position, batch = 0, 1
-        while walking and position < len(order):
-            floor = best[0] if len(best) >= count else -np.inf
-            taking = [at for at in order[position:position + batch] if bounds[at] >= floor]
-            if not taking:
+        for data in self._best_chunks_first(chunks, bounds, lambda: best[0] if len(best) >= count else -np.inf):
+            walking = test_best_of(data)
+            if not walking:
                 break
-            # Batches that double, best first, as in best_word_scores.
-            position, batch = position + batch, batch * 2
-            walking = test_best_of(b"".join([chunks[at].data for at in taking]))
         if not walking:
             # The filter's documents stand apart from the word's best (a
             # sender of a few months): scoring everything costs less.
@@ -573,23 +565,38 @@ class FullTextIndex(OkapiIndex):
         passed = np.fromiter(map(allowed.test, sampled), dtype=bool, count=len(sampled))
         return float(weights[passed].sum() / weights.sum())
 
-    def best_word_scores(self, wid, count, allowed=None):
+    def _best_chunks_first(self, chunks, bounds, floor):
+        """The packed postings of ``chunks`` that can still reach the page, best ``bounds`` first.
+
+        ``floor()`` is the page's last score so far; reading stops at the
+        first chunk whose bound is below it. Equal scores are ordered by
+        date: a chunk whose best only equals the floor may still hold a
+        newer one. Chunks come in batches that double, best first: one pass
+        of numpy over many chunks costs less than one per chunk.
+        """
+        order = np.argsort(-bounds, kind="stable").tolist()
+        position, batch = 0, 1
+        while position < len(order):
+            lowest = floor()
+            taking = [at for at in order[position:position + batch] if bounds[at] >= lowest]
+            if not taking:
+                return
+            position, batch = position + batch, batch * 2
+            yield b"".join([chunks[at].data for at in taking])
+
+    def best_word_scores(self, wid, count):
         """``(scored, total, exact)`` for the documents holding word ``wid``, for ``scored.top``.
 
         ``scored`` holds every document that can be among the ``count``
         best (and others): the word's chunks are read best ceiling first,
         until the ``count``-th best score so far beats every chunk left.
-        ``allowed`` (sorted docids) limits the documents, before scoring.
-        ``total`` is how many documents match: exact when every chunk was
-        read, else estimated from those that were.
+        ``total`` is how many documents match, from the word's postings.
         """
         postings = self._wordinfo.get(wid)
         ranked = getattr(postings, "ranked_chunks", None)
         ranked = ranked() if ranked is not None else None
         if ranked is None:
             scored = self.word_scores(wid)
-            if allowed is not None:
-                scored = restricted(scored, allowed)
             return scored, len(scored), True
         chunks, ceilings = ranked
         documents, mean_length = self._statistics()
@@ -597,35 +604,14 @@ class FullTextIndex(OkapiIndex):
 
         def scored_pairs(data):
             pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)
-            docids, values = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
-            if allowed is not None:
-                at = np.searchsorted(allowed, docids)
-                keep = allowed[np.minimum(at, len(allowed) - 1)] == docids if len(allowed) else at < 0
-                docids, values = docids[keep], values[keep]
-            return docids, self._bm25(values, idf, mean_length)
+            return pairs[:, 0].astype(np.int64), self._bm25(pairs[:, 1], idf, mean_length)
 
-        tail = bytes(postings._tail)
-        found = [scored_pairs(tail)]
-        read, kept = len(tail) // 8, len(found[0][0])
+        found = [scored_pairs(bytes(postings._tail))]
         best = found[0][1]
         bounds = self._chunk_bounds(ceilings, idf, mean_length)
-        order = np.argsort(-bounds, kind="stable").tolist()
-        position, batch = 0, 1
-        while position < len(order):
-            # Equal scores are ordered by date: a chunk whose best only
-            # equals the page's last score may still hold a newer one.
-            floor = best.min() if len(best) >= count else -np.inf
-            taking = [at for at in order[position:position + batch] if bounds[at] >= floor]
-            if not taking:
-                break
-            # Chunks are read in batches that double, best first: one pass
-            # of numpy over many chunks costs less than one per chunk.
-            position, batch = position + batch, batch * 2
-            data = b"".join([chunks[at].data for at in taking])
+        for data in self._best_chunks_first(chunks, bounds, lambda: best.min() if len(best) >= count else -np.inf):
             docids, scores = scored_pairs(data)
             found.append((docids, scores))
-            read += len(data) // 8
-            kept += len(docids)
             best = np.concatenate([best, scores])
             if len(best) > count:
                 best = np.partition(best, len(best) - count)[len(best) - count:]
@@ -635,11 +621,7 @@ class FullTextIndex(OkapiIndex):
             # What scores below the count-th best can never be shown.
             keep = scores >= best.min()
             docids, scores = docids[keep], scores[keep]
-        if allowed is None:
-            return in_docid_order(docids, scores), len(postings), True
-        exact = read >= len(postings)
-        total = kept if exact else round(kept * len(postings) / max(read, 1))
-        return in_docid_order(docids, scores), max(total, len(docids)), exact
+        return in_docid_order(docids, scores), len(postings), True
 
     def _search_wids(self, wids):
         # The same scores for zope.index's own query parser.

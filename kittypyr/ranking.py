@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from kittypyr.scored import restricted, rounded_estimate, top, verified
+from kittypyr.scored import held_in, restricted, rounded_estimate, top, verified
 
 # Up to this many matches are put in date order by looking each one's date up.
 DATE_LOOKUP_MAX = 50_000
@@ -67,8 +67,7 @@ def _by_months(archive, scored, newest_first, wanted):
     found, count, more = [], 0, None
     for key in keys:
         members = np.fromiter(months._fwd_index[key], dtype=np.int64)
-        at = np.searchsorted(scored.docids, members)
-        inside = members[scored.docids[np.minimum(at, len(scored) - 1)] == members]
+        inside = members[held_in(scored.docids, members)]
         found.append(inside)
         count += len(inside)
         if more is not None:

@@ -83,12 +83,19 @@ def intersection(first, second):
     return Scored(docids, first.scores[at_first] + second.scores[at_second])
 
 
+def held_in(sorted_docids, docids):
+    """Which of ``docids`` (an array) are in ``sorted_docids`` (a sorted array), as a boolean array."""
+    if not len(sorted_docids):
+        return np.zeros(len(docids), dtype=bool)
+    at = np.searchsorted(sorted_docids, docids)
+    return sorted_docids[np.minimum(at, len(sorted_docids) - 1)] == docids
+
+
 def restricted(scored, docids, keep=True):
     """``scored`` limited to ``docids`` (a sorted array), or without them when ``keep`` is false."""
     if not len(scored) or not len(docids):
         return scored if not keep else EMPTY
-    at = np.searchsorted(docids, scored.docids)
-    found = docids[np.minimum(at, len(docids) - 1)] == scored.docids
+    found = held_in(docids, scored.docids)
     mask = found if keep else ~found
     return Scored(scored.docids[mask], scored.scores[mask], scored.check)
 

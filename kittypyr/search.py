@@ -643,7 +643,12 @@ def _filtered(archive, asked):
         return archive.catalog.query(asked.filters)[1]
     if not _all_lists_in(archive, asked.scope):
         conditions.append(Any("list", asked.scope))
-    return archive.catalog.query(conditions[0] if len(conditions) == 1 else And(*conditions))[1]
+    return archive.catalog.query(_all_of(conditions))[1]
+
+
+def _all_of(conditions):
+    """One catalog query for ``conditions`` (at least one), all to hold."""
+    return conditions[0] if len(conditions) == 1 else And(*conditions)
 
 
 def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_count):
@@ -685,8 +690,7 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
         return scored, BestOnly(total, not exact, matching)
     if not conditions:
         return scored, None
-    query = conditions[0] if len(conditions) == 1 else And(*conditions)
-    return restricted(scored, _as_scored(catalog.query(query)[1]).docids), None
+    return restricted(scored, _as_scored(catalog.query(_all_of(conditions))[1]).docids), None
 
 
 # A word's postings are kept in the order mail was archived, which is date
@@ -740,8 +744,7 @@ class AllowedDocuments:
 
     def every(self):
         if self._every is None:
-            query = self.conditions[0] if len(self.conditions) == 1 else And(*self.conditions)
-            self._every = _as_scored(self.catalog.query(query)[1]).docids
+            self._every = _as_scored(self.catalog.query(_all_of(self.conditions))[1]).docids
         return self._every
 
 

@@ -105,17 +105,17 @@ def list_overview(context, request):
 MONTHS_SHOWN_FOR_YEARS = 2
 
 
-def by_year(months, months_for=None):
+def by_year(months, months_for):
     """``[(year, messages, [(year, month, messages)])]`` of ``months``, in their order.
 
-    Only the first ``months_for`` years (all when None) keep their months.
+    Only the first ``months_for`` years keep their months.
     """
     years = []
     for month in months:
         if not years or years[-1][0] != month[0]:
             years.append((month[0], 0, []))
         year, total, shown = years[-1]
-        if months_for is None or len(years) <= months_for:
+        if len(years) <= months_for:
             shown.append(month)
         years[-1] = (year, total + month[2], shown)
     return years

@@ -436,7 +436,7 @@ class FullTextIndex(OkapiIndex):
             pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
             docids = pairs[:, 0].astype(np.int64)
             if len(docids) <= TESTED_ONE_BY_ONE:
-                keep = np.fromiter(map(allowed.test, docids.tolist()), dtype=bool, count=len(docids))
+                keep = allowed.passing(docids.tolist())
             else:
                 keep = held_in(allowed.every(), docids)
             kept = in_docid_order(docids[keep], self._bm25(pairs[keep, 1], idf, mean_length))
@@ -513,7 +513,7 @@ class FullTextIndex(OkapiIndex):
         documents, mean_length = self._statistics()
         scores = self._bm25(values, inverse_doc_frequency(len(docids), documents), mean_length)
         spread = np.unique(np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64))
-        share = sum(map(allowed.test, docids[spread].tolist())) / len(spread)
+        share = int(allowed.passing(docids[spread].tolist()).sum()) / len(spread)
         total = round(share * len(docids))
         if total <= exact_up_to or share == 0:
             every = Scored(docids.astype(np.int64), scores)
@@ -525,7 +525,7 @@ class FullTextIndex(OkapiIndex):
                 best = np.arange(len(docids))
             else:
                 best = np.argpartition(-scores, looked - 1)[:looked]
-            keep = np.fromiter(map(allowed.test, docids[best].tolist()), dtype=bool, count=len(best))
+            keep = allowed.passing(docids[best].tolist())
             passed = best[keep]
             if looked >= len(docids):
                 return in_docid_order(docids[passed].astype(np.int64), scores[passed]), len(passed), True
@@ -562,7 +562,7 @@ class FullTextIndex(OkapiIndex):
         if not sampled:
             return 0.0
         sampled, weights = np.concatenate(sampled).tolist(), np.concatenate(weights)
-        passed = np.fromiter(map(allowed.test, sampled), dtype=bool, count=len(sampled))
+        passed = allowed.passing(sampled)
         return float(weights[passed].sum() / weights.sum())
 
     def _best_chunks_first(self, chunks, bounds, floor):

@@ -27,6 +27,9 @@ class EveryNth:
     def test(self, docid):
         return self.rule(docid)
 
+    def passing(self, docids):
+        return np.array([self.rule(docid) for docid in docids], dtype=bool)
+
     def every(self):
         return np.array([docid for docid in range(1, DOCUMENTS + 1) if self.rule(docid)], dtype=np.int64)
 

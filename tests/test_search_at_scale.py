@@ -176,10 +176,12 @@ def test_one_per_thread_counts_only_real_matches(app):
     assert all(hit.thread_matches == 1 for hit in results.hits)
 
 
-def brute_force_ranking(app, words, sender=None):
+def brute_force_ranking(app, words, sender=None, since=None, until=None):
     """Message-IDs of every message holding all ``words``, best BM25 score first, newest among equals.
 
-    With ``sender``, only that address's messages (scored as among all).
+    With ``sender``, only that address's messages; with ``since`` and
+    ``until``, only those dated from ``since`` to before ``until`` (scored
+    as among all).
 
     Every message's text is split and counted here, as the index would
     weight it, and scored with Okapi BM25 from those counts alone.
@@ -206,6 +208,8 @@ def brute_force_ranking(app, words, sender=None):
     for message_id, date, length, frequencies, address in documents:
         if not all(frequencies.values()) or sender not in (None, address):
             continue
+        if since is not None and not since <= date < until:
+            continue
         score = sum(math.log(1.0 + count / holders[word]) * f * (k1 + 1.0)
                     / (f + k1 * (1.0 - b + b * length / mean_length))
                     for word, f in frequencies.items())
@@ -227,6 +231,20 @@ def test_pages_hold_what_an_exhaustive_scoring_ranks_there(app, words, sender):
         assert ids == expected[start:start + 20]
     results, ids = search(app, query, start=10**6, size=20)
     assert ids == expected[(len(expected) - 1) // 20 * 20:]
+
+
+def test_a_word_from_a_sender_between_two_dates_pages_as_an_exhaustive_scoring_ranks(app):
+    # Both a field of the message's own (the sender) and a set of the
+    # catalog's (the dates) decide which of the word's best pass.
+    since, until = datetime(2015, 2, 1, tzinfo=timezone.utc), datetime(2015, 3, 15, tzinfo=timezone.utc)
+    expected = brute_force_ranking(app, ("ocelot",), "bob@example.org", since, until)
+    assert EXACT_UP_TO < 200 < len(expected) < len(brute_force_ranking(app, ("ocelot",), "bob@example.org"))
+    query = "ocelot from:bob@example.org after:2015-02-01 before:2015-03-15"
+    for start in (0, 20, 200):
+        _, ids = search(app, query, start=start, size=20)
+        assert ids == expected[start:start + 20]
+    results, _ = search(app, query)
+    assert results.total_estimated and abs(results.total - len(expected)) <= len(expected) * 0.1
 
 
 @pytest.mark.parametrize("sender", [None, "bob@example.org"])

@@ -754,12 +754,15 @@ class AllowedDocuments:
 
     def passing(self, docids):
         """Which of ``docids`` (a list of ints) every condition lets through, as a boolean array."""
-        keep = np.zeros(len(docids), dtype=bool)
-        positions = range(len(docids))
-        for test in self._batch_tests:
-            passed = list(test(docids))
-            positions, docids = list(compress(positions, passed)), list(compress(docids, passed))
-        keep[positions] = True
+        first, *others = self._batch_tests
+        keep = np.fromiter(first(docids), dtype=bool, count=len(docids))
+        if others:
+            positions, docids = np.flatnonzero(keep), list(compress(docids, keep))
+            for test in others:
+                passed = np.fromiter(test(docids), dtype=bool, count=len(docids))
+                positions, docids = positions[passed], list(compress(docids, passed))
+            keep[:] = False
+            keep[positions] = True
         return keep
 
     def every(self):

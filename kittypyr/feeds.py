@@ -313,7 +313,7 @@ def _refusal(request, mailing_list):
 
 def _keyed(request, mailing_list, url):
     """``url`` with the logged-in reader's feed key, when ``mailing_list`` is private."""
-    if request.user is None or mailing_list.archive_policy != "private":
+    if request.user is None or mailing_list.is_public:
         return url
     return url + ("&" if "?" in url else "?") + urlencode({"key": feed_key(request, request.user.address)})
 
@@ -344,7 +344,7 @@ def feed_key_links(request):
     """``[(label, url)]``: on a private list's overview, for a reader logged in, where feed keys are renewed."""
     context = getattr(request, "context", None)
     if (request.user is None or not isinstance(context, MailingList) or request.view_name
-            or context.archive_policy != "private" or not request.has_permission("view", context)):
+            or context.is_public or not request.has_permission("view", context)):
         return []
     return [("Your feed addresses carry a key: make a new one", request.resource_url(request.root, "feed-keys"))]
 

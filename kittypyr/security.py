@@ -337,7 +337,7 @@ def _signature(registry, payload):
 def visible_lists(request):
     """The mailing lists the reader may see, in the archive's order."""
     return [mailing_list for mailing_list in request.root.lists.values()
-            if mailing_list.archive_policy != "private" or request.has_permission("view", mailing_list)]
+            if mailing_list.is_public or request.has_permission("view", mailing_list)]
 
 
 def may(request, permission, context):

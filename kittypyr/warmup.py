@@ -37,7 +37,7 @@ def compile_templates(registry):
 def sample_paths(archive):
     """The path of one page of each kind readers fetch, from the newest message of a public list."""
     paths = ["/", "/search-help", "/login", "/api/lists/", "/no-such-page"]
-    public = [m.address for m in archive.lists.values() if m.archive_policy == "public"]
+    public = [m.address for m in archive.lists.values() if m.is_public]
     if not public:
         return paths
     query = Eq("kind", "message") & Eq("list", public[0])

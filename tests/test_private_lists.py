@@ -193,3 +193,27 @@ def test_anonymous_pages_set_no_cookie(site, mailman):
     app = TestApp(site)
     for url in ("/", f"/list/{PUBLIC}/", f"/list/{PUBLIC}/thread/{h(0)}/", "/search?q=open"):
         assert "Set-Cookie" not in app.get(url).headers, url
+
+
+def test_a_list_whose_mailman_policy_becomes_never_keeps_its_archive_closed(tmp_path):
+    # Mailman's third policy: archive no more. What was archived before
+    # stays as closed as a private list's, never opened to everyone.
+    from kittypyr.mailman import apply_list_details
+
+    app = make_app(tmp_path)
+    with prepare(registry=app.registry) as env:
+        stopped = ensure_mailing_list(env["root"], PRIVATE)
+        stopped.archive_policy = "private"
+        archive_message(stopped, mail(1, f"Salaries {SECRET_WORD}", f"Confidential {SECRET_WORD} figures.\n"))
+        apply_list_details(stopped, {"display_name": "The Board", "description": "",
+                                     "archive_policy": "never"})
+        transaction.commit()
+    browser = TestApp(app)
+    try:
+        for url in (f"/list/{PRIVATE}/", f"/list/{PRIVATE}/message/{h(1)}/", f"/list/{PRIVATE}/message/{h(1)}/raw",
+                    f"/api/list/{PRIVATE}/email/{h(1)}/", f"/list/{PRIVATE}/feed"):
+            assert not leaks(browser.get(url, status=403).text), url
+        assert not leaks(browser.get("/").text) and not leaks(browser.get("/api/lists/").text)
+        assert browser.get("/api/search", {"q": SECRET_WORD}).json["count"] == 0
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -61,7 +61,7 @@ def list_for(request, name):
     for mailing_list in found:
         if domain and mailing_list.address.endswith("@" + domain):
             return mailing_list
-    visible = [m for m in found if m.archive_policy != "private" or request.has_permission("view", m)]
+    visible = [m for m in found if m.is_public or request.has_permission("view", m)]
     if not visible:
         raise HTTPForbidden()
     response = render_to_response("kittypyr.templates:pipermail_lists.pt",

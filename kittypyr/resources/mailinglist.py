@@ -127,6 +127,17 @@ class MailingList(Persistent):
     synced_at = None
 
     @property
+    def is_public(self):
+        """Whether anyone may read the archive: its policy says ``public``.
+
+        Mailman's other policies, ``private`` and ``never`` (archive no
+        more), and any policy this version does not know, keep what is
+        archived for the list's members: a list opened by mistake cannot
+        be taken back, one closed by mistake can.
+        """
+        return self.archive_policy == "public"
+
+    @property
     def __acl__(self):
         """Owners and moderators moderate; a private archive is for members only."""
         # Roles come from Mailman, which names lists by their list id.
@@ -139,7 +150,7 @@ class MailingList(Persistent):
         ]
         acl += [(Allow, f"{role}:{list_id}", COMMUNITY_PERMISSIONS)
                 for role in ("owner", "moderator", "member")]
-        if self.archive_policy == "private":
+        if not self.is_public:
             acl.append(DENY_ALL)
         else:
             acl.append((Allow, Authenticated, "post"))

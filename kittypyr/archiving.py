@@ -90,20 +90,44 @@ def _storage_id(messages, parsed, hash_of=message_id_hash):
     """The Message-ID to store ``parsed`` under, or None if it is a duplicate.
 
     A different message that reuses an archived Message-ID is kept under an
-    id derived from its content, so neither is lost and a re-import of
-    either stays idempotent. Returns ``(message_id, existing message)``.
+    id derived from its content (``_reuse_ids``), so neither is lost and a
+    re-import of either stays idempotent. Returns ``(message_id, existing
+    message)``.
     """
     message_id = parsed.message_id
     existing = messages.get(hash_of(message_id))
     if existing is None:
         return message_id, None
-    if existing.fingerprint == parsed.fingerprint:
+    if _same_mail(existing, parsed):
         return None, existing
-    derived = f"{message_id}#{parsed.fingerprint[:16]}"
-    existing = messages.get(message_id_hash(derived))
-    if existing is not None:
-        return None, existing
-    return derived, None
+    for derived in _reuse_ids(parsed):
+        existing = messages.get(message_id_hash(derived))
+        if existing is None:
+            return derived, None
+        if _same_mail(existing, parsed):
+            return None, existing
+    return None, existing
+
+
+def _same_mail(stored, parsed):
+    """Whether ``parsed`` is ``stored`` again (resent, imported again), not another mail under its id."""
+    if stored.fingerprint != parsed.fingerprint:
+        return False
+    # One short body ("+1", "Thanks!") posted twice under one Message-ID
+    # is told apart by the Date each was written with: a resent or
+    # re-imported copy keeps its Date header.
+    if parsed.dated_by_header and stored.dated_by_header:
+        return stored.date == parsed.date
+    return True
+
+
+def _reuse_ids(parsed):
+    """The ids a different mail reusing ``parsed``'s Message-ID is kept under, tried in turn.
+
+    The body's fingerprint tells most apart; the date, those of the same body.
+    """
+    by_body = f"{parsed.message_id}#{parsed.fingerprint[:16]}"
+    return by_body, f"{by_body}.{int(parsed.date.timestamp()):x}"
 
 
 def _deleted_hash(messages, parsed, hash_of=message_id_hash):
@@ -118,10 +142,10 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash):
         return name
     if name in messages:
         # That id is taken by a live message; a different one reusing it
-        # would be kept under its derived id, which may have been deleted.
-        derived = message_id_hash(f"{parsed.message_id}#{parsed.fingerprint[:16]}")
-        if derived in tombstones:
-            return derived
+        # would be kept under a derived id, which may have been deleted.
+        for derived in _reuse_ids(parsed):
+            if message_id_hash(derived) in tombstones:
+                return message_id_hash(derived)
     return None
 
 

@@ -90,6 +90,8 @@ class ParsedMail:
     attachments: list = field(default_factory=list)
     no_archive: bool = False
     defects: list = field(default_factory=list)
+    # Whether ``date`` is the message's own Date header, not a fallback.
+    dated_by_header: bool = False
 
 
 class _Notes(list):
@@ -574,8 +576,20 @@ def _as_utc(value):
     return value.astimezone(UTC), int(value.utcoffset().total_seconds() // 60)
 
 
+# How the notes of _choose_date's fallbacks begin.
+_DATE_PROBLEMS = ("no Date header", "unparseable Date ", "implausible Date ")
+
+
+def dated_by_header_in(defects):
+    """Whether a message whose defects are ``defects`` was dated by its own Date header.
+
+    For messages stored before ``ParsedMail.dated_by_header`` was kept.
+    """
+    return not any(defect.startswith(_DATE_PROBLEMS) for defect in defects)
+
+
 def _choose_date(headers, envelope_date, now, notes):
-    """(UTC datetime, offset minutes), falling back as documented."""
+    """(UTC datetime, offset minutes, whether it is the Date header's), falling back as documented."""
     problem = None
     value = headers.first("date")
     if value is None:
@@ -589,24 +603,24 @@ def _choose_date(headers, envelope_date, now, notes):
         else:
             if result[2]:
                 notes.add(result[2])
-            return result[0], result[1]
+            return result[0], result[1], True
     candidates = [("Resent-Date", v) for v in headers.all("resent-date")[:1]]
     candidates += [("Received", v.rpartition(";")[2]) for v in headers.all("received") if ";" in v]
     for source, text in candidates:
         result = _parse_date(text)
         if result is not None and _sane(result[0], now):
             notes.add("%s; used the %s date" % (problem, source))
-            return result[0], result[1]
+            return result[0], result[1], False
     if envelope_date is not None:
         try:
             date, offset = _as_utc(envelope_date)
             if _sane(date, now):
                 notes.add("%s; used the envelope date" % problem)
-                return date, offset
+                return date, offset, False
         except Exception:
             pass
     notes.add("%s; used the time of import" % problem)
-    return now, 0
+    return now, 0, False
 
 
 # ---------------------------------------------------------------------------
@@ -1218,7 +1232,7 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
 
     subject = _one_line(_decode_header(headers.first("subject") or "", hint, notes))
     sender_name, sender_address = _parse_sender(headers, hint, notes)
-    date, date_offset = _choose_date(headers, envelope_date, now, notes)
+    date, date_offset, dated_by_header = _choose_date(headers, envelope_date, now, notes)
 
     message_id = ""
     for name in ("message-id", "resent-message-id"):
@@ -1276,6 +1290,7 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
         attachments=attachments,
         no_archive=no_archive,
         defects=list(notes),
+        dated_by_header=dated_by_header,
     )
 
 

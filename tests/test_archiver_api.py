@@ -289,7 +289,10 @@ def test_lists_whose_policy_is_never_are_not_archived(app):
         env["request"].tm.commit()
     browser = TestApp(app)
     post(browser, make_message(message_id="<nv@example.org>"))
-    browser.get(f"/list/{LIST}/message/{message_id_hash('<nv@example.org>')}/", status=404)
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 0
+    # And what it holds is closed: nobody learns whether the mail is there.
+    browser.get(f"/list/{LIST}/message/{message_id_hash('<nv@example.org>')}/", status=403)
 
 
 @pytest.mark.parametrize("header", [
@@ -342,3 +345,24 @@ def test_two_different_messages_with_an_empty_message_id_are_both_kept(app):
     assert urls[0] != urls[1]
     with prepare(registry=app.registry) as env:
         assert archive_info(env["root"], LIST)["messages"] == 2
+
+
+def test_different_posts_of_one_body_under_one_message_id_are_all_kept(app):
+    # "+1" from three people, under one Message-ID (a broken client): told
+    # apart by their dates. A resent copy keeps its Date: still one message.
+    from datetime import datetime, timedelta, timezone
+
+    browser = TestApp(app)
+    first = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+    posts = [make_message(message_id="<same@example.org>", subject=subject, sender=(name, address),
+                          date=first + timedelta(minutes=minutes), body="+1\n")
+             for subject, name, address, minutes in (("Meeting on Monday", "Ann", "ann@example.org", 0),
+                                                     ("Re: Release plan", "Bob", "bob@example.org", 30),
+                                                     ("Re: Venue", "Cy", "cy@example.org", 95))]
+    urls = [post(browser, raw).json["url"] for raw in posts]
+    assert len(set(urls)) == 3
+    for url, sender in zip(urls, ("Ann", "Bob", "Cy")):
+        assert sender in browser.get(url.replace("https://lists.example.org/archives", "")).text
+    assert [post(browser, raw).json["url"] for raw in posts] == urls
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 3

@@ -8,6 +8,8 @@ from datetime import timezone
 from persistent import Persistent
 from ZODB.blob import Blob
 
+from kittypyr.mail import dated_by_header_in
+
 
 def _blob_with(data, jar=None):
     blob = Blob()
@@ -131,6 +133,7 @@ class Message(Persistent):
         self.message_id_derived = parsed.message_id_derived or message_id != parsed.message_id
         self.original_message_id = parsed.message_id
         self.fingerprint = parsed.fingerprint
+        self._dated_by_header = bool(getattr(parsed, "dated_by_header", False))
         self.subject = parsed.subject
         self.sender_name = parsed.sender_name
         self.sender_address = parsed.sender_address
@@ -163,6 +166,16 @@ class Message(Persistent):
     # What stays when the original replaces a rebuilt message: its name, its
     # place in the thread (so votes, tags and links keyed by them hold).
     _KEPT_ON_REPLACE = ("message_id", "message_id_derived", "parent", "thread")
+
+    # Whether ``date`` is the message's own Date header; None on a message
+    # stored by an older release, which its defects tell.
+    _dated_by_header = None
+
+    @property
+    def dated_by_header(self):
+        if self._dated_by_header is None:
+            return dated_by_header_in(self.defects)
+        return self._dated_by_header
 
     def replace_content(self, parsed, jar=None):
         """Take the content of ``parsed`` (the original of this rebuilt message) in place."""

@@ -1013,6 +1013,10 @@ _SPACED_HEADER_LINE = re.compile(rb"([!-9;-~]+)[ \t]+:")
 _BAD_HEADER_LINE = re.compile(rb"\n(?![ \t]|[!-9;-~]+:)")
 _LONE_CR = re.compile(rb"\r(?!\n)")
 _BLANK_LINE = re.compile(rb"\n\r?\n")
+# The end of the header section whatever the line ending: LF, CRLF or a
+# lone CR (the CR pair before an LF is broken CRLF mail, not a blank line).
+_ANY_BLANK_LINE = re.compile(rb"\r?\n\r?\n|\r\r(?!\n)")
+_CR_BEFORE_HEADER_LINE = re.compile(rb"\r(?:[!-9;-~]+:|[ \t])")
 
 
 def _repair_header_section(header, notes):
@@ -1065,6 +1069,27 @@ def _repair_header_section(header, notes):
     return b"\n".join(out), rest
 
 
+def _lines_end_in_bare_cr(data):
+    """True when the header section ends its lines with a lone CR (classic Mac OS mail).
+
+    Only the header section decides: the body may hold an LF or two (the
+    one an mbox reader appends, or a part pasted from elsewhere), and an LF
+    header section makes any CR in it a stray one.
+    """
+    first_cr = data.find(b"\r")
+    if first_cr < 0 or data.find(b"\n", 0, first_cr + 2) >= 0:
+        return False  # LF or CRLF mail: the quick answer for nearly all of it
+    blank = _ANY_BLANK_LINE.search(data)
+    header = data[: blank.start()] if blank else data
+    if b"\n" in header:
+        return False
+    if blank is not None and blank.group() == b"\r\r":
+        return True
+    # Without a CR blank line, a lone CR is a line ending only if a header
+    # line follows it, not when it sits inside a single header's value.
+    return _CR_BEFORE_HEADER_LINE.search(header) is not None
+
+
 def _prepare(raw, notes):
     """Return (data, header_end, body_start, clean, fingerprint body).
 
@@ -1075,9 +1100,9 @@ def _prepare(raw, notes):
     data = raw.lstrip()
     if not data:
         raise UnparseableMessage("empty message")
-    if b"\n" not in data[:65536] and b"\r" in data:
+    if _lines_end_in_bare_cr(data):
         notes.add("bare CR line endings converted")
-        data = data.replace(b"\r", b"\n")
+        data = _LONE_CR.sub(b"\n", data)
     blank = _BLANK_LINE.search(data)
     if blank:
         header_end, body = blank.start(), data[blank.end() :]

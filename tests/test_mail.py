@@ -463,6 +463,38 @@ def test_crlf_line_endings_are_normalized():
     assert mail.body_text == "one\ntwo"
 
 
+def _bare_cr(raw):
+    """``raw`` with classic Mac OS line endings: CR alone."""
+    return raw.replace(b"\n", b"\r")
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+def test_bare_cr_line_endings_keep_the_headers(ending):
+    # An mbox reader hands over each message with a final LF.
+    raw = _bare_cr(make_message(message_id="<mac@example.org>", subject="From a Mac",
+                                body="Classic line endings.\nSecond line.\n")) + ending
+    mail = parse(raw)
+    assert (mail.message_id, mail.message_id_derived) == ("mac@example.org", False)
+    assert mail.subject == "From a Mac"
+    assert mail.date == datetime(2020, 1, 1, 12, 0, tzinfo=UTC)
+    assert mail.body_text == "Classic line endings.\nSecond line."
+    assert "Second line." in mail.index_text
+
+
+def test_bare_cr_headers_with_a_crlf_blank_line_keep_the_headers():
+    raw = b"Message-ID: <mixed@example.org>\rSubject: Mixed\rFrom: a@example.org\r\n\r\nThe body.\r\n"
+    mail = parse(raw)
+    assert (mail.message_id, mail.subject, mail.sender_address) == ("mixed@example.org", "Mixed", "a@example.org")
+    assert mail.body_text == "The body."
+
+
+def test_a_stray_cr_in_lf_or_crlf_headers_is_not_a_line_ending():
+    for newline in (b"\n", b"\r\n"):
+        raw = b"Subject: one\rtwo" + newline + b"From: a@example.org" + newline + newline + b"body" + newline
+        mail = parse(raw)
+        assert (mail.subject, mail.sender_address, mail.body_text) == ("one two", "a@example.org", "body")
+
+
 def test_index_text_keeps_only_the_authors_words():
     body = (
         "I agree with this part.\n"

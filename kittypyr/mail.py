@@ -21,6 +21,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from email.errors import InvalidBase64LengthDefect
 from email.generator import BytesGenerator
 from email.message import Message
 from email.policy import compat32
@@ -766,7 +767,22 @@ def _payload_bytes(part, index, notes):
     except Exception as exc:
         notes.add("part %d: payload could not be decoded (%s)" % (index, type(exc).__name__))
         data = b""
-    return data if isinstance(data, bytes) else b""
+    if not isinstance(data, bytes):
+        return b""
+    if _base64_left_encoded(part):
+        # A cut-off body: the stdlib gives up on all of it and hands back
+        # the base64 text; everything but the last partial group is readable.
+        data = _b64decode(data)
+    return data
+
+
+def _base64_left_encoded(part):
+    """True when the stdlib returned a base64 payload undecoded.
+
+    It does so only for a length of 1 mod 4, which no padding can repair,
+    and records the defect on the part (kept there for the defect notes).
+    """
+    return any(isinstance(d, InvalidBase64LengthDefect) for d in getattr(part, "defects", None) or ())
 
 
 def _flatten(message):

@@ -586,6 +586,18 @@ def test_missing_boundary_and_bad_base64():
     assert len(mail.attachments) == 1 and isinstance(mail.attachments[0].data, bytes)
 
 
+def test_truncated_base64_text_is_decoded_as_far_as_it_goes():
+    text = "The sender's client cut this message off somewhere in the middle of a sentence.\n"
+    encoded = base64.b64encode(text.encode("utf-8"))
+    cut = encoded[: len(encoded) - 3]  # 1 mod 4: no padding can complete it
+    assert len(cut) % 4 == 1
+    body = Part([("Content-Type", "text/plain; charset=utf-8"), ("Content-Transfer-Encoding", "base64")], cut + b"\n")
+    mail = parse(make_message(body=body))
+    assert mail.body_text == text[: len(cut) // 4 * 3]
+    assert "somewhere in the middle" in mail.index_text
+    assert any("invalid length" in note for note in mail.defects)
+
+
 def test_deeply_nested_multipart_does_not_raise():
     body = b"leaf\n"
     for level in range(3000):

@@ -205,6 +205,10 @@ _GUESS_CANDIDATES = [
 ]
 
 _HIGH_RUN = re.compile(rb"[\x80-\xff]{3}")
+
+# Codecs with code units wider than a byte, which decode nearly any byte
+# string of the right length without an error, into CJK characters.
+_WIDE_CODECS = frozenset({"utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be", "utf-32-le"})
 _ASCII_LABELS = frozenset({"us-ascii", "ascii"})
 
 
@@ -274,6 +278,16 @@ def _guess(data):
     return data.decode("latin-1"), "latin-1"
 
 
+def _mislabelled_wide(data, codec):
+    """True when bytes declared UTF-16 or UTF-32 are plainly ASCII or UTF-8 text.
+
+    Real UTF-16 and UTF-32 text holds NUL bytes: the high byte of every
+    space, line break and ASCII letter.  Bytes without a single one that are
+    valid UTF-8 were never encoded in a wide charset.
+    """
+    return codec in _WIDE_CODECS and b"\x00" not in data and _strict(data, "utf-8") is not None
+
+
 def _decode(data, charset):
     """Decode bytes robustly; return (text, defect note or None). Never raises."""
     if not data:
@@ -291,6 +305,8 @@ def _decode(data, charset):
             text = _strict(data, "cp1252" if codec == "iso8859-1" else codec)
             if text is None:
                 text = data.decode("latin-1")
+        elif _mislabelled_wide(data, codec):
+            text = None
         else:
             text = _strict(data, codec)
         if text is not None:

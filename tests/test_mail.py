@@ -213,6 +213,29 @@ def test_bogus_body_charsets(charset):
     assert mail.defects
 
 
+@pytest.mark.parametrize("charset", ["utf-16", "UTF-16BE", "utf-16-le", "utf_16_le", "utf-32", "utf-32-be"])
+def test_ascii_or_utf8_body_declared_utf16_or_utf32_is_read_as_such(charset):
+    text = "Please review the patch for the build failure on arm64."
+    body = (text + "\n").encode("ascii")
+    assert len(body) % 4 == 0  # a wide codec finds no odd byte to fail on
+    mail = parse(make_message(body=body, charset=charset))
+    assert mail.body_text == text
+    assert "build failure" in mail.index_text
+    assert any(charset.lower() in note for note in mail.defects)
+    mail = parse(make_message(body="Grüße aus Köln, bis bald.\n".encode("utf-8"), charset=charset))
+    assert mail.body_text == "Grüße aus Köln, bis bald."
+
+
+@pytest.mark.parametrize("charset", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_genuine_utf16_and_utf32_bodies_are_decoded(charset):
+    # "utf-16" and "utf-32" write a byte order mark; the -le/-be forms none.
+    text = "Grüße aus Köln — 日本語のテキスト.\nZweite Zeile.\n"
+    mail = parse(make_message(body=text_part(text, charset=charset, cte="base64")))
+    assert mail.body_text == text.rstrip()
+    assert "Zweite Zeile" in mail.index_text
+    assert mail.defects == []
+
+
 def test_latin1_body_declared_utf8():
     mail = parse(make_message(body="Voilà, ça coûte 5 €uros.\n".encode("cp1252"), charset="utf-8"))
     assert mail.body_text == "Voilà, ça coûte 5 €uros."

@@ -31,6 +31,10 @@ POLICY_IMAGES_SHOWN = _BASE + "; img-src data: https: http:"
 
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
+# What a browser ignores when it reads a URL's scheme.
+_TAB_OR_NEWLINE = re.compile(r"[\t\n\r]")
+_C0_OR_SPACE = "".join(chr(code) for code in range(0x21))
+
 
 def html_parts(message):
     """The message's stored HTML parts (attachments), in order."""
@@ -43,11 +47,21 @@ def decoded_html(data):
     return decode_bytes(data, match.group(1).decode("ascii") if match else None)
 
 
+def _is_data_url(value):
+    """True when a browser reads ``value`` as a data: URL (any case, blanks and controls around it)."""
+    url = _TAB_OR_NEWLINE.sub("", value).lstrip(_C0_OR_SPACE)
+    return url[:5].lower() == "data:"
+
+
 def sanitized_html(html, images=False):
     """``html`` made safe to show inside a page; remote images kept only when ``images``."""
 
     def keep(tag, attribute, value):
-        if tag == "img" and attribute == "src" and not images and not value.startswith("data:"):
+        if attribute in ("href", "src") and _is_data_url(value) and (tag, attribute) != ("img", "src"):
+            # Inline images need data:, but a data: link opens a page the
+            # sender wrote, script and all.
+            return None
+        if tag == "img" and attribute == "src" and not images and not _is_data_url(value):
             return None
         if tag == "a" and attribute == "href" and value.lower().startswith("mailto:"):
             return None  # an address handed to harvesters

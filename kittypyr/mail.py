@@ -21,6 +21,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from email.errors import InvalidBase64LengthDefect
 from email.generator import BytesGenerator
 from email.message import Message
 from email.policy import compat32
@@ -206,6 +207,10 @@ _GUESS_CANDIDATES = [
 ]
 
 _HIGH_RUN = re.compile(rb"[\x80-\xff]{3}")
+
+# Codecs with code units wider than a byte, which decode nearly any byte
+# string of the right length without an error, into CJK characters.
+_WIDE_CODECS = frozenset({"utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be", "utf-32-le"})
 _ASCII_LABELS = frozenset({"us-ascii", "ascii"})
 
 
@@ -275,6 +280,16 @@ def _guess(data):
     return data.decode("latin-1"), "latin-1"
 
 
+def _mislabelled_wide(data, codec):
+    """True when bytes declared UTF-16 or UTF-32 are plainly ASCII or UTF-8 text.
+
+    Real UTF-16 and UTF-32 text holds NUL bytes: the high byte of every
+    space, line break and ASCII letter.  Bytes without a single one that are
+    valid UTF-8 were never encoded in a wide charset.
+    """
+    return codec in _WIDE_CODECS and b"\x00" not in data and _strict(data, "utf-8") is not None
+
+
 def _decode(data, charset):
     """Decode bytes robustly; return (text, defect note or None). Never raises."""
     if not data:
@@ -292,6 +307,8 @@ def _decode(data, charset):
             text = _strict(data, "cp1252" if codec == "iso8859-1" else codec)
             if text is None:
                 text = data.decode("latin-1")
+        elif _mislabelled_wide(data, codec):
+            text = None
         else:
             text = _strict(data, codec)
         if text is not None:
@@ -780,7 +797,22 @@ def _payload_bytes(part, index, notes):
     except Exception as exc:
         notes.add("part %d: payload could not be decoded (%s)" % (index, type(exc).__name__))
         data = b""
-    return data if isinstance(data, bytes) else b""
+    if not isinstance(data, bytes):
+        return b""
+    if _base64_left_encoded(part):
+        # A cut-off body: the stdlib gives up on all of it and hands back
+        # the base64 text; everything but the last partial group is readable.
+        data = _b64decode(data)
+    return data
+
+
+def _base64_left_encoded(part):
+    """True when the stdlib returned a base64 payload undecoded.
+
+    It does so only for a length of 1 mod 4, which no padding can repair,
+    and records the defect on the part (kept there for the defect notes).
+    """
+    return any(isinstance(d, InvalidBase64LengthDefect) for d in getattr(part, "defects", None) or ())
 
 
 def _flatten(message):
@@ -1027,6 +1059,10 @@ _SPACED_HEADER_LINE = re.compile(rb"([!-9;-~]+)[ \t]+:")
 _BAD_HEADER_LINE = re.compile(rb"\n(?![ \t]|[!-9;-~]+:)")
 _LONE_CR = re.compile(rb"\r(?!\n)")
 _BLANK_LINE = re.compile(rb"\n\r?\n")
+# The end of the header section whatever the line ending: LF, CRLF or a
+# lone CR (the CR pair before an LF is broken CRLF mail, not a blank line).
+_ANY_BLANK_LINE = re.compile(rb"\r?\n\r?\n|\r\r(?!\n)")
+_CR_BEFORE_HEADER_LINE = re.compile(rb"\r(?:[!-9;-~]+:|[ \t])")
 
 
 def _repair_header_section(header, notes):
@@ -1079,6 +1115,27 @@ def _repair_header_section(header, notes):
     return b"\n".join(out), rest
 
 
+def _lines_end_in_bare_cr(data):
+    """True when the header section ends its lines with a lone CR (classic Mac OS mail).
+
+    Only the header section decides: the body may hold an LF or two (the
+    one an mbox reader appends, or a part pasted from elsewhere), and an LF
+    header section makes any CR in it a stray one.
+    """
+    first_cr = data.find(b"\r")
+    if first_cr < 0 or data.find(b"\n", 0, first_cr + 2) >= 0:
+        return False  # LF or CRLF mail: the quick answer for nearly all of it
+    blank = _ANY_BLANK_LINE.search(data)
+    header = data[: blank.start()] if blank else data
+    if b"\n" in header:
+        return False
+    if blank is not None and blank.group() == b"\r\r":
+        return True
+    # Without a CR blank line, a lone CR is a line ending only if a header
+    # line follows it, not when it sits inside a single header's value.
+    return _CR_BEFORE_HEADER_LINE.search(header) is not None
+
+
 def _prepare(raw, notes):
     """Return (data, header_end, body_start, clean, fingerprint body).
 
@@ -1089,9 +1146,9 @@ def _prepare(raw, notes):
     data = raw.lstrip()
     if not data:
         raise UnparseableMessage("empty message")
-    if b"\n" not in data[:65536] and b"\r" in data:
+    if _lines_end_in_bare_cr(data):
         notes.add("bare CR line endings converted")
-        data = data.replace(b"\r", b"\n")
+        data = _LONE_CR.sub(b"\n", data)
     blank = _BLANK_LINE.search(data)
     if blank:
         header_end, body = blank.start(), data[blank.end() :]

@@ -39,6 +39,17 @@ NEWSLETTER = """\
 """
 
 
+PIXEL = "data:image/gif;base64,R0lGODlhAQABAAAAACw="
+# A data: link opens a page the sender wrote, script and all, that browsers
+# show under no origin the archive's policy covers.
+DATA_LINKS = f"""\
+<p><a href="data:text/html,&lt;script&gt;alert(1)&lt;/script&gt;">Open the invoice</a></p>
+<p><a href=" DATA:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">Open it in capitals</a></p>
+<p><a href="da&#x09;ta:text/html,x">Open it split by a tab</a></p>
+<p><img src="{PIXEL}" alt="Inline pixel"></p>
+"""
+
+
 def test_html_becomes_paragraphs_with_links_and_nothing_hidden():
     text = text_of_html(NEWSLETTER)
     assert text.splitlines()[:3] == ["Release notes", "", "The new release is out. Read the full notes <https://example.org/notes>."]
@@ -63,6 +74,8 @@ def browser(tmp_path_factory):
         archive_message(mailing_list, make_message(message_id="<letter@example.org>", subject="Release",
                                                    body=html_part(NEWSLETTER)))
         archive_message(mailing_list, make_message(message_id="<plain@example.org>", subject="Plain"))
+        archive_message(mailing_list, make_message(message_id="<data-link@example.org>", subject="Data link",
+                                                   body=html_part(DATA_LINKS)))
         transaction.commit()
     yield TestApp(app)
     app.registry._zodb_databases[""].close()
@@ -100,3 +113,13 @@ def test_sanitized_html_view_runs_no_script_and_loads_no_remote_image(browser):
     assert [img["src"] for img in shown.html.select("div.html-mail img")] == [
         "https://tracker.example.net/pixel.gif", "https://example.org/logo.png"]
     browser.get(f"/list/{LIST}/message/{h('plain')}/html", status=404)
+
+
+def test_sanitized_html_view_keeps_no_data_link_but_keeps_inline_images(browser):
+    page = browser.get(f"/list/{LIST}/message/{h('data-link')}/html")
+    content = page.html.select_one("div.html-mail")
+    for text in ("Open the invoice", "Open it in capitals", "Open it split by a tab"):
+        assert text in content.text
+    assert content.select("a[href]") == []
+    assert "alert" not in page.text
+    assert [img["src"] for img in content.select("img")] == [PIXEL]

@@ -213,6 +213,29 @@ def test_bogus_body_charsets(charset):
     assert mail.defects
 
 
+@pytest.mark.parametrize("charset", ["utf-16", "UTF-16BE", "utf-16-le", "utf_16_le", "utf-32", "utf-32-be"])
+def test_ascii_or_utf8_body_declared_utf16_or_utf32_is_read_as_such(charset):
+    text = "Please review the patch for the build failure on arm64."
+    body = (text + "\n").encode("ascii")
+    assert len(body) % 4 == 0  # a wide codec finds no odd byte to fail on
+    mail = parse(make_message(body=body, charset=charset))
+    assert mail.body_text == text
+    assert "build failure" in mail.index_text
+    assert any(charset.lower() in note for note in mail.defects)
+    mail = parse(make_message(body="Grüße aus Köln, bis bald.\n".encode("utf-8"), charset=charset))
+    assert mail.body_text == "Grüße aus Köln, bis bald."
+
+
+@pytest.mark.parametrize("charset", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_genuine_utf16_and_utf32_bodies_are_decoded(charset):
+    # "utf-16" and "utf-32" write a byte order mark; the -le/-be forms none.
+    text = "Grüße aus Köln — 日本語のテキスト.\nZweite Zeile.\n"
+    mail = parse(make_message(body=text_part(text, charset=charset, cte="base64")))
+    assert mail.body_text == text.rstrip()
+    assert "Zweite Zeile" in mail.index_text
+    assert mail.defects == []
+
+
 def test_latin1_body_declared_utf8():
     mail = parse(make_message(body="Voilà, ça coûte 5 €uros.\n".encode("cp1252"), charset="utf-8"))
     assert mail.body_text == "Voilà, ça coûte 5 €uros."
@@ -463,6 +486,38 @@ def test_crlf_line_endings_are_normalized():
     assert mail.body_text == "one\ntwo"
 
 
+def _bare_cr(raw):
+    """``raw`` with classic Mac OS line endings: CR alone."""
+    return raw.replace(b"\n", b"\r")
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+def test_bare_cr_line_endings_keep_the_headers(ending):
+    # An mbox reader hands over each message with a final LF.
+    raw = _bare_cr(make_message(message_id="<mac@example.org>", subject="From a Mac",
+                                body="Classic line endings.\nSecond line.\n")) + ending
+    mail = parse(raw)
+    assert (mail.message_id, mail.message_id_derived) == ("mac@example.org", False)
+    assert mail.subject == "From a Mac"
+    assert mail.date == datetime(2020, 1, 1, 12, 0, tzinfo=UTC)
+    assert mail.body_text == "Classic line endings.\nSecond line."
+    assert "Second line." in mail.index_text
+
+
+def test_bare_cr_headers_with_a_crlf_blank_line_keep_the_headers():
+    raw = b"Message-ID: <mixed@example.org>\rSubject: Mixed\rFrom: a@example.org\r\n\r\nThe body.\r\n"
+    mail = parse(raw)
+    assert (mail.message_id, mail.subject, mail.sender_address) == ("mixed@example.org", "Mixed", "a@example.org")
+    assert mail.body_text == "The body."
+
+
+def test_a_stray_cr_in_lf_or_crlf_headers_is_not_a_line_ending():
+    for newline in (b"\n", b"\r\n"):
+        raw = b"Subject: one\rtwo" + newline + b"From: a@example.org" + newline + newline + b"body" + newline
+        mail = parse(raw)
+        assert (mail.subject, mail.sender_address, mail.body_text) == ("one two", "a@example.org", "body")
+
+
 def test_index_text_keeps_only_the_authors_words():
     body = (
         "I agree with this part.\n"
@@ -552,6 +607,18 @@ def test_missing_boundary_and_bad_base64():
     )
     mail = parse(make_message(body=multipart("mixed", "x\n", bad)))
     assert len(mail.attachments) == 1 and isinstance(mail.attachments[0].data, bytes)
+
+
+def test_truncated_base64_text_is_decoded_as_far_as_it_goes():
+    text = "The sender's client cut this message off somewhere in the middle of a sentence.\n"
+    encoded = base64.b64encode(text.encode("utf-8"))
+    cut = encoded[: len(encoded) - 3]  # 1 mod 4: no padding can complete it
+    assert len(cut) % 4 == 1
+    body = Part([("Content-Type", "text/plain; charset=utf-8"), ("Content-Transfer-Encoding", "base64")], cut + b"\n")
+    mail = parse(make_message(body=body))
+    assert mail.body_text == text[: len(cut) // 4 * 3]
+    assert "somewhere in the middle" in mail.index_text
+    assert any("invalid length" in note for note in mail.defects)
 
 
 def test_deeply_nested_multipart_does_not_raise():

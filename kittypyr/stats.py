@@ -13,6 +13,8 @@ from datetime import date, datetime, timedelta, timezone
 from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
+from pyramid.traversal import find_root
+from repoze.catalog.query import Eq
 
 from kittypyr.events import (
     IMessageArchived,
@@ -174,6 +176,16 @@ class ListActivity(Persistent):
         _add(self.thread_days, (day, thread_key or message.thread), -1)
         if message.attachments:
             _add(self.thread_attachments, thread_key or message.thread, -1)
+
+    def rename_sender(self, address, name):
+        """Name ``address`` ``name`` (nothing, when empty)."""
+        if self.sender_names.get(address, "") == name:
+            return
+        if name:
+            self.sender_names[address] = name
+        else:
+            self.sender_names.pop(address, None)
+        self._senders_changed()
 
     def _count_sender(self, address, delta):
         before = self.participants.get(address, 0)
@@ -393,9 +405,29 @@ def on_thread_removed(event):
 
 
 def on_message_removed(event):
-    """A deleted message leaves every count."""
-    if isinstance(event.object, Message):
-        activity_of(event.object.mailing_list).forget(event.object)
+    """A deleted message leaves every count, and its sender's name unless another message bears it."""
+    message = event.object
+    if not isinstance(message, Message):
+        return
+    activity = activity_of(message.mailing_list)
+    activity.forget(message)
+    address = message.sender_address
+    if address in activity.participants and activity.sender_names.get(address) == message.sender_name:
+        activity.rename_sender(address, _name_left(message))
+
+
+def _name_left(message):
+    """The name on the newest other message of ``message``'s sender in its list ("" if none)."""
+    from kittypyr.catalog import search
+
+    query = (Eq("kind", "message") & Eq("list", message.mailing_list.address)
+             & Eq("sender", message.sender_address.lower()))
+    # The message being deleted may still be catalogued: a second is looked at then.
+    _, newest = search(find_root(message), query, sort_index="date", reverse=True, limit=2)
+    for other in newest:
+        if other is not message:
+            return other.sender_name
+    return ""
 
 
 def on_message_moved(event):

@@ -417,6 +417,23 @@ def test_a_sender_removed_from_one_list(site, mailman):
     assert "There is no message from bob@example.org in this list." in nothing.text
 
 
+def test_a_name_a_sender_used_only_in_a_deleted_message_leaves_with_it(site, mailman):
+    # Bob's newest message, under another name, is deleted: the list shows
+    # the name of his messages left, and search no longer knows the other.
+    with prepare(registry=site.registry) as env:
+        archive_message(env["root"].lists[DEV], mail(5, 0, sender=("Bobby Tablesworth", BOB[1])))
+        transaction.commit()
+    reader = TestApp(site)
+    assert "Tablesworth" in reader.get(f"/list/{DEV}/").html.select_one("section.posters").text
+    app = browser(site, OWNER)
+    confirm = app.get(app.get(THREAD).html.select_one(f"#m-{h(5)} .moderation a.delete")["href"])
+    confirm.forms["moderate-form"].submit(status=303)
+    posters = reader.get(f"/list/{DEV}/").html.select_one("section.posters").text
+    assert "Tablesworth" not in posters and "Bob Builder" in posters
+    assert search_count(reader, "from:Tablesworth") == 0
+    assert search_count(reader, "from:Builder") == 3  # 1 and 4 here, 30 in users
+
+
 def test_a_sender_removed_from_every_list(site, mailman):
     app = browser(site, ADMIN)
     form = app.get("/").click("Administration").forms["sender-form"]

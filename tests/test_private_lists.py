@@ -217,3 +217,11 @@ def test_a_list_whose_mailman_policy_becomes_never_keeps_its_archive_closed(tmp_
         assert browser.get("/api/search", {"q": SECRET_WORD}).json["count"] == 0
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_search_answers_tell_nothing_of_a_private_lists_words_by_their_scores(site, mailman):
+    # A word's weight counts every list's messages: a score shown would
+    # move with what the private list holds.
+    app = TestApp(site)
+    hits = app.get("/api/search", {"q": "Everyone"}).json["results"]
+    assert len(hits) == 1 and "score" not in hits[0]

@@ -64,7 +64,9 @@ def api_search(context, request):
         "problems": results.problems,
         "group": results.group,
         "results": [
-            dict(email_json(request, hit.message), snippet=str(hit.snippet), score=hit.score,
+            # No score: its words' weights are counted over every list,
+            # closed ones too, and would tell what those hold.
+            dict(email_json(request, hit.message), snippet=str(hit.snippet),
                  **({"thread_matches": hit.thread_matches} if results.group == "thread" else {}))
             for hit in results.hits
         ],

@@ -1,6 +1,7 @@
-"""The ``kittypyr`` commands that keep an archive healthy: ``check``, ``backup`` and ``restore``."""
+"""The ``kittypyr`` commands that keep an archive healthy: ``check``, ``backup``, ``restore`` and ``quarantine``."""
 
 import sys
+from pathlib import Path
 
 import transaction
 from pyramid.paster import bootstrap, setup_logging
@@ -39,6 +40,70 @@ def command_check(args):
         return 0
     print(f"{checked}: {len(findings)} problems found; `kittypyr check {args.config} --repair` mends them")
     return 1
+
+
+def command_quarantine(args):
+    """List the mail the archive could not read; save, try again or drop it."""
+    setup_logging(args.config)
+    try:
+        env = bootstrap(args.config)
+    except LockError:
+        print(STORAGE_IN_USE, file=sys.stderr)
+        return 2
+    with env:
+        quarantine = env["root"].quarantine
+        unknown = [number for number in args.drop if number not in quarantine]
+        if unknown:
+            print(f"{', '.join(unknown)} is not held: nothing dropped", file=sys.stderr)
+            return 1
+        if args.save:
+            _save_held(quarantine, Path(args.save))
+        if args.retry:
+            _retry_held(env["root"], env["registry"])
+        for number in args.drop:
+            quarantine.remove(number)
+            print(f"dropped {number}")
+        transaction.manager.commit()
+        _list_held(quarantine)
+    return 0
+
+
+def _list_held(quarantine):
+    if not len(quarantine):
+        print("nothing is held")
+    for number, held in quarantine.items():
+        print(f"{number}  {held.list_address}  {held.received:%Y-%m-%d %H:%M} UTC  "
+              f"{held.size} bytes  {held.reason}")
+
+
+def _save_held(quarantine, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, held in quarantine.items():
+        (folder / f"{number}.eml").write_bytes(held.raw_bytes())
+    print(f"saved {len(quarantine)} held mails in {folder}")
+
+
+def _retry_held(archive, registry):
+    """Read each held mail again, as this release reads mail: what it reads now is archived."""
+    from kittypyr.archiving import store_parsed
+    from kittypyr.cli import prepare_list
+    from kittypyr.mail import UnparseableMessage, parse_message
+
+    quarantine = archive.quarantine
+    for number, held in list(quarantine.items()):
+        try:
+            parsed = parse_message(held.raw_bytes())
+        except UnparseableMessage as exc:
+            print(f"{number}: still unreadable ({exc})")
+            continue
+        prepare_list(archive, registry, held.list_address)
+        mailing_list = archive.lists[held.list_address]
+        if mailing_list.archive_policy == "never":
+            print(f"{number}: kept: {held.list_address} archives no more (Mailman's policy never)")
+            continue
+        result = store_parsed(mailing_list, parsed, registry)
+        quarantine.remove(number)
+        print(f"{number}: {result.outcome} as {parsed.message_id or 'an empty Message-ID'}")
 
 
 def _file_storage(config):
@@ -83,6 +148,15 @@ def add_commands(commands):
     p.add_argument("config")
     p.add_argument("--repair", action="store_true", help="mend what disagrees (no full reindex)")
     p.set_defaults(func=command_check)
+
+    p = commands.add_parser("quarantine", help="list the mail the archive could not read; "
+                                               "save it, try it again or drop it")
+    p.add_argument("config")
+    p.add_argument("--save", metavar="FOLDER", help="write each held mail to FOLDER/NUMBER.eml")
+    p.add_argument("--retry", action="store_true",
+                   help="read each held mail again: what this release can read is archived")
+    p.add_argument("--drop", nargs="+", default=[], metavar="NUMBER", help="remove these held mails")
+    p.set_defaults(func=command_quarantine)
 
     p = commands.add_parser("backup", help="back up the embedded storage and its blobs (incremental)")
     p.add_argument("config")

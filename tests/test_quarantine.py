@@ -1,0 +1,62 @@
+"""``kittypyr quarantine``: the mail the archive could not read, listed, saved, tried again and dropped."""
+
+import transaction
+from pyramid.paster import get_app
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr.msgid import message_id_hash
+from tests.functional import kittypyr, write_config
+from tests.mailbuilder import make_message
+
+LIST = "dev@lists.example.org"
+GARBAGE = b"\x00\x01 no mail at all, not one header line\n"
+# Readable mail, held as an older kittypyr that could not read it would have.
+READABLE = make_message(message_id="<held@example.org>", subject="Held back", body="Salvaged words.\n")
+
+
+def held_archive(folder):
+    config = write_config(folder)
+    app = get_app(str(config))
+    with prepare(registry=app.registry) as env:
+        quarantine = env["root"].quarantine
+        quarantine.hold(LIST, GARBAGE, "no header line")
+        quarantine.hold(LIST, READABLE, "could not be read by an older release")
+        transaction.commit()
+    app.registry._zodb_databases[""].close()
+    return config
+
+
+def test_held_mail_is_listed_saved_tried_again_and_dropped(tmp_path):
+    config = held_archive(tmp_path)
+    listed = kittypyr("quarantine", config, check=True).stdout
+    assert "000001" in listed and "000002" in listed and "no header line" in listed and LIST in listed
+
+    saved = tmp_path / "held"
+    kittypyr("quarantine", config, "--save", saved, check=True)
+    assert (saved / "000001.eml").read_bytes() == GARBAGE
+    assert (saved / "000002.eml").read_bytes() == READABLE
+
+    retried = kittypyr("quarantine", config, "--retry", check=True).stdout
+    assert "000002: archived" in retried and "000001: still unreadable" in retried
+    after = kittypyr("quarantine", config, check=True).stdout
+    assert "000001" in after and "000002" not in after
+
+    dropped = kittypyr("quarantine", config, "--drop", "000001", check=True).stdout
+    assert "dropped 000001" in dropped
+    assert "nothing is held" in kittypyr("quarantine", config, check=True).stdout
+
+    app = get_app(str(config))
+    try:
+        page = TestApp(app).get(f"/list/{LIST}/message/{message_id_hash('<held@example.org>')}/")
+        assert "Held back" in page.text and "Salvaged words." in page.text
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_dropping_what_is_not_held_says_so_and_drops_nothing(tmp_path):
+    config = held_archive(tmp_path)
+    refused = kittypyr("quarantine", config, "--drop", "000009")
+    assert refused.returncode == 1 and "000009 is not held" in refused.stderr
+    listed = kittypyr("quarantine", config, check=True).stdout
+    assert "000001" in listed and "000002" in listed

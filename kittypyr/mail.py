@@ -548,10 +548,16 @@ def _parse_sender(headers, hint, notes):
 # ---------------------------------------------------------------------------
 
 
+# A year written with three or four digits below 1000 ("0001"): the
+# standard library would take it for a two-digit year (2001). Not the
+# digits of a time (after ":") or of a zone offset (after "+" or "-").
+_EARLY_YEAR = re.compile(r"(?<![\d:+-])0\d{2,3}(?![\d:])")
+
+
 def _parse_date(value):
     """(aware UTC datetime, offset minutes, note) or None for a date string."""
     value = _one_line(value)
-    if not value:
+    if not value or _EARLY_YEAR.search(value):
         return None
     note = None
     try:

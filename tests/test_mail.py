@@ -316,6 +316,10 @@ def test_missing_date_uses_envelope_then_now():
         "not a date at all",
         "",
         "Mon, 32 Foo 2020",
+        # Years of four digits, not two: not 2001 nor 2000.
+        "Mon, 01 Jan 0001 10:00:00 +0000",
+        "Sat, 01 Jan 0000 10:00:00 -0500",
+        "Sun, 5 Jun 099 10:00:00 GMT",
     ],
 )
 def test_absurd_or_garbage_dates_fall_back(date):

@@ -131,6 +131,7 @@ GUESSED_API_URLS = {
     f"/api/list/{PRIVATE}/email/{h(3)}/": 410,
     f"/api/list/{PRIVATE}/email/{h(9)}/": 404,
     f"/api/list/{PRIVATE}/thread/{h(1)}/": 200,
+    f"/api/list/{PRIVATE}/thread/{h(2)}/": 301,
     f"/api/list/{PRIVATE}/thread/{h(3)}/": 410,
     f"/api/list/{PRIVATE}/thread/{h(9)}/": 404,
 }

@@ -207,7 +207,13 @@ def page_of_threads(archive, found, sort, start, size, widen=None):
 
 
 def last_page_start(start, size, total):
-    """``start``, or the first item of the last page when ``start`` is past the end."""
+    """``start``, or the first item of the last page when ``start`` is past the end.
+
+    A page of no items starts at 0: threads are looked for among 0 matches
+    when a search finds none.
+    """
     if start < total:
         return start
+    if size < 1:
+        return 0
     return max(0, (total - 1) // size * size)

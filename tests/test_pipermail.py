@@ -2,6 +2,7 @@
 
 import gzip
 from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
 
 import pytest
 import transaction
@@ -13,6 +14,7 @@ from kittypyr.importing import import_mail
 from kittypyr.moderation import delete_messages
 from kittypyr.msgid import message_id_hash
 from kittypyr.security import User
+from tests.accounts import FakeMailman, forget_login_failures, log_in
 from tests.functional import kittypyr, write_config
 from tests.mailbuilder import attachment, make_message, multipart
 from kittypyr.pipermail.attachments import folder_name_of
@@ -265,8 +267,8 @@ def test_scrubbed_attachments_of_deleted_messages_and_private_lists(app, tmp_pat
     import_folder(app, write_folder(tmp_path / "dev", posts), policy="private")
     browser = TestApp(app)
     path = f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}"
-    refused = browser.get(moved(browser, path), status=403)
-    assert PNG not in refused.body
+    refused = browser.get(path, status=403)
+    assert PNG not in refused.body and "Location" not in refused.headers
     with prepare(registry=app.registry) as env:
         mailing_list = env["root"].lists[LIST]
         mailing_list.archive_policy = "public"
@@ -302,18 +304,58 @@ def test_a_name_in_several_domains(tmp_path):
         app.registry._zodb_databases[""].close()
 
 
-def test_private_list_redirects_say_nothing_to_anonymous_readers(app, tmp_path):
+def test_private_list_pages_say_nothing_to_anonymous_readers(app, tmp_path):
     twin = dict(subject="[Dev] Secret merger", author="Jane Doe", email="jane@example.org", date=START)
     posts = thread_posts() + [Post(number=30, message_id="a@example.org", body="a\n", **twin),
                               Post(number=31, message_id="b@example.org", body="b\n", **twin)]
     folder = write_folder(tmp_path / "dev", posts, style="none")
     import_folder(app, folder, policy="private")
     browser = TestApp(app)
-    location = moved(browser, "/pipermail/dev/2007-March/000000.html")
-    assert location == message_url("post0@example.org")
-    assert "Release plans" not in browser.get(location, status=403).text
-    refused = browser.get("/pipermail/dev/2007-March/000030.html", status=403)
-    assert "Secret merger" not in refused.text
+    for path in ("/pipermail/dev/2007-March/000000.html", "/pipermail/dev/2007-March/000030.html"):
+        refused = browser.get(path, status=403)
+        assert "Location" not in refused.headers
+        assert "Release plans" not in refused.text and "Secret merger" not in refused.text
+
+
+def private_list_urls(posts):
+    """Old URLs of the list: of a message, of none, of a kept attachment, of no file, and of volumes."""
+    chart = attachment_path(posts[2], 0, "chart.png")
+    return [
+        "/pipermail/dev/2007-March/000000.html", "/pipermail/dev/2007-March/000005.html",
+        "/pipermail/dev/2007-April/000007.html", "/pipermail/dev/2007-April/000999.html",
+        "/mailman/private/dev/2007-March/000003.html", "/pipermail/private/dev/2007-March/000002.html",
+        f"/pipermail/dev/attachments/{chart}", "/pipermail/dev/attachments/20070101/abcdef01/other.bin",
+        "/pipermail/dev/", "/pipermail/dev/2007-March/", "/pipermail/dev/2007-March/thread.html",
+        "/pipermail/dev/2007-March.txt.gz", "/pipermail/dev/nonsense", "/pipermail/dev.mbox/dev.mbox",
+        "/mailman/listinfo/dev",
+    ]
+
+
+def test_every_old_url_of_a_private_list_answers_403_to_who_may_not_read_it(app, tmp_path, monkeypatch):
+    posts = posts_with_attachments()
+    import_folder(app, write_folder(tmp_path / "dev", posts), policy="private")
+    forget_login_failures(app)
+    mailman = FakeMailman(monkeypatch)
+    mailman.add_user("member@example.org", roles=[(LIST, "member")])
+    mailman.add_user("outsider@example.org")
+    hashes = [message_id_hash(post.message_id) for post in posts]
+    anonymous = TestApp(app)
+    outsider = TestApp(app)
+    log_in(outsider, "outsider@example.org")
+    for url in private_list_urls(posts):
+        for browser in (anonymous, outsider):
+            refused = browser.get(url, status=403)
+            assert "Location" not in refused.headers, url
+            # The login links name the page asked for, to go back to it; nothing else.
+            shown = refused.text.replace(url, "").replace(quote(url, safe=""), "")
+            assert not any(name in shown for name in hashes + ["chart.png", "Release plans"]), url
+        assert anonymous.get(url, status=403).forms["login-form"]["came_from"].value == url
+        assert "not a member" in outsider.get(url, status=403).text
+    member = TestApp(app)
+    log_in(member, "member@example.org")
+    assert moved(member, "/pipermail/dev/2007-March/000000.html") == message_url(posts[0].message_id)
+    assert moved(member, f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}").startswith(
+        message_url(posts[2].message_id) + "attachment/")
 
 
 def test_import_command_maps_again_on_a_second_run(tmp_path):

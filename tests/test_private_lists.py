@@ -12,7 +12,9 @@ from pyramid.scripting import prepare
 from webtest import TestApp
 
 from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.moderation import delete_messages
 from kittypyr.msgid import message_id_hash
+from kittypyr.security import User
 from tests.accounts import FakeMailman, csrf_token, forget_login_failures, log_in, log_out
 from tests.mailbuilder import attachment, make_message, multipart, text_part
 from tests.test_app import make_app
@@ -51,6 +53,9 @@ def site(tmp_path_factory):
             "mixed", text_part(f"Confidential {SECRET_WORD} figures.\n"),
             attachment(b"secret,figures\n", "text/csv", "figures.csv"))))
         archive_message(private, mail(2, "Re: Salaries", "Agreed.\n", reply_to=1))
+        # A thread of one message, deleted: its hash is a message's and a thread's tombstone.
+        archive_message(private, mail(3, "Withdrawn", "Posted by mistake.\n"))
+        delete_messages(private, [h(3)], User(ADMIN))
         transaction.commit()
     yield app
     app.registry._zodb_databases[""].close()
@@ -116,6 +121,36 @@ def test_a_logged_in_non_member_gets_403_everywhere(site, mailman):
     assert not leaks(app.get("/").text)
     assert app.get("/api/search", {"q": SECRET_WORD}).json["count"] == 0
     assert app.get("/search", {"q": SECRET_WORD}).html.select("ol.hits li") == []
+
+
+# Hashes anyone can compute from a guessed Message-ID: an archived message
+# and thread, a reply's hash as a thread key, a deleted message and thread,
+# and a hash of no message.
+GUESSED_API_URLS = {
+    f"/api/list/{PRIVATE}/email/{h(1)}/": 200,
+    f"/api/list/{PRIVATE}/email/{h(3)}/": 410,
+    f"/api/list/{PRIVATE}/email/{h(9)}/": 404,
+    f"/api/list/{PRIVATE}/thread/{h(1)}/": 200,
+    f"/api/list/{PRIVATE}/thread/{h(2)}/": 301,
+    f"/api/list/{PRIVATE}/thread/{h(3)}/": 410,
+    f"/api/list/{PRIVATE}/thread/{h(9)}/": 404,
+}
+
+
+@pytest.mark.parametrize("reader", [None, OUTSIDER])
+def test_the_api_answers_alike_whether_a_guessed_message_of_a_private_list_exists(site, mailman, reader):
+    app = TestApp(site)
+    if reader is not None:
+        log_in(app, reader)
+    answers = {url: app.get(url, status="*") for url in GUESSED_API_URLS}
+    assert {url: answer.status_int for url, answer in answers.items()} == dict.fromkeys(GUESSED_API_URLS, 403)
+    assert len({answer.text for answer in answers.values()}) == 1
+
+
+def test_members_get_the_true_answer_of_the_api_for_each_hash(site, mailman):
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    assert {url: app.get(url, status="*").status_int for url in GUESSED_API_URLS} == GUESSED_API_URLS
 
 
 @pytest.mark.parametrize("reader", [MEMBER, OWNER, ADMIN])

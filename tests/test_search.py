@@ -194,3 +194,15 @@ def test_a_message_is_found_in_the_next_request(app):
         archive_message(ensure_mailing_list(env["root"], DEV), mail(99, "Off to zanzibar.\n"))
         transaction.commit()
     assert "1 message found" in browser.get("/search", params={"q": "zanzibar"}).text
+
+
+@pytest.mark.parametrize("query", ["xylophonic", "fox xylophonic", '"quick xylophonic"', "from:nobody@example.org",
+                                   "date:2030-01-01..2030-02-01", "quick -fox -brown -hare"])
+def test_one_per_thread_finding_nothing_shows_an_empty_page(app, query):
+    browser = TestApp(app)
+    for page in ("1", "3"):
+        shown = browser.get("/search", params={"q": query, "group": "thread", "page": page})
+        assert shown.html.select_one("p.count").text.startswith("0 messages found in 0 threads")
+        assert shown.html.select("ol.hits li") == []
+        data = browser.get("/api/search", params={"q": query, "group": "thread", "page": page}).json
+        assert (data["count"], data["threads"], data["results"]) == (0, 0, [])

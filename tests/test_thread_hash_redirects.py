@@ -28,6 +28,19 @@ def test_a_replys_hash_as_thread_key_answers_301_to_its_thread(app):  # noqa: F8
     browser.get(f"/list/{LIST}/thread/{message_id_hash('nothing@example.org')}/", status=404)
 
 
+def test_a_replys_hash_as_thread_key_in_the_api_answers_301_to_the_threads_json(app):  # noqa: F811
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<start@example.org>", subject="Opening"))
+    post(browser, make_message(message_id="<reply@example.org>", subject="Re: Opening",
+                               in_reply_to="<start@example.org>"))
+    start = message_id_hash("start@example.org")
+    answer = browser.get(f"/api/list/{LIST}/thread/{message_id_hash('reply@example.org')}/", status=301)
+    assert answer.location.endswith(f"/api/list/{LIST}/thread/{start}/")
+    thread = answer.follow().json
+    assert thread["key"] == start and thread["subject"] == "Opening" and thread["messages"] == 2
+    browser.get(f"/api/list/{LIST}/thread/{message_id_hash('nothing@example.org')}/", status=404)
+
+
 def test_a_message_of_another_list_is_no_thread_of_this_one(app):  # noqa: F811
     browser = TestApp(app)
     post(browser, make_message(message_id="<elsewhere@example.org>"), mlist="other@lists.example.org")

@@ -8,10 +8,12 @@ pages were ``/mailman/listinfo/<list>``. ``<list>`` is Mailman 2's short
 name: the local part of the list's address here.
 
 A redirect says no more than its target would: the message's URL names its
-hash, never its subject, and the target answers 403 to a reader who may not
-read a private list. The one page that shows something of its own, the
-404 of a message that was not found, shows its subject only to readers of
-the list, as any page inside the list would.
+hash, never its subject. A reader who may not read a private list gets the
+403 of the list's own pages for every old URL of it, mapped or not: where
+one number or file redirected and another did not, walking them would count
+the list's messages and name each one's hash. The one page that shows
+something of its own, the 404 of a message that was not found, shows its
+subject to readers of the list only.
 """
 
 import re
@@ -26,6 +28,7 @@ from kittypyr.pipermail.mapping import pipermail_archive, subject_key
 from kittypyr.mailboxes import pipermail_volume
 from kittypyr.resources import Archive, MailingList
 from kittypyr.resources.browsing import Month, Year
+from kittypyr.views.accounts import refusal_page
 from kittypyr.views.presentation import file_label
 from kittypyr.views.threads import attachment_url
 
@@ -50,17 +53,18 @@ def list_for(request, name):
 
     One list of that name is the one; of several (one name in several
     domains), the one in ``kittypyr.pipermail_domain``, else a page listing
-    those the reader may see. Raises 404 when there is none.
+    those the reader may see. Raises 404 when there is none; the one list
+    answers 403 to a reader who may not view it.
     """
     found = lists_named(request.root, name)
     if not found:
         raise HTTPNotFound()
     if len(found) == 1:
-        return found[0]
+        return _list_or_refusal(request, found[0])
     domain = request.registry.settings.get("kittypyr.pipermail_domain", "").strip().lower()
     for mailing_list in found:
         if domain and mailing_list.address.endswith("@" + domain):
-            return mailing_list
+            return _list_or_refusal(request, mailing_list)
     visible = [m for m in found if m.is_public or request.has_permission("view", m)]
     if not visible:
         raise HTTPForbidden()
@@ -69,6 +73,13 @@ def list_for(request, name):
     # 300 Multiple Choices: the name is the same list's in several domains.
     response.status = 300
     return response
+
+
+def _list_or_refusal(request, mailing_list):
+    """``mailing_list``, or the 403 its own pages answer to a reader who may not view it."""
+    if request.has_permission("view", mailing_list):
+        return mailing_list
+    return refusal_page(request, mailing_list)
 
 
 def _moved(url):
@@ -97,12 +108,7 @@ def search_words(subject):
 
 
 def missing_message(request, mailing_list, number):
-    """404 for a page number no message stands for, offering a search for its subject.
-
-    Inside a private list, what is missing is as secret as what is there.
-    """
-    if not request.has_permission("view", mailing_list):
-        raise HTTPForbidden()
+    """404 for a page number no message stands for, offering a search for its subject."""
     record = pipermail_archive(mailing_list)
     subject = record.unmapped.get(number, "") if record is not None else ""
     words = search_words(subject)
@@ -172,7 +178,7 @@ def _attachment(request, mailing_list, record, path):
 
     A file the import kept (``PipermailArchive.files``) is named by its
     message's hash and its index alone, so a deleted message's answers 410
-    and a private list's 403 at the target, as any attachment's would.
+    at the target, as any attachment's would.
     """
     place = record.files.get(path) if record is not None and record.files is not None else None
     if place is not None:
@@ -188,7 +194,7 @@ def _attachment(request, mailing_list, record, path):
     if message_hash is None:
         raise HTTPNotFound()
     message = mailing_list.messages.data.get(message_hash)
-    if message is not None and request.has_permission("view", mailing_list):
+    if message is not None:
         name = path.rsplit("/", 1)[-1]
         for attachment in message.attachments:
             if attachment.filename == name:

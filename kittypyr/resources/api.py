@@ -4,7 +4,7 @@
 ``/api/list/<address>/thread/<key>/`` and ``/api/list/<address>/email/<hash>/``.
 """
 
-from kittypyr.resources.browsing import ListAlias
+from kittypyr.resources.browsing import ListAlias, ThreadAlias
 
 
 class _Node:
@@ -99,9 +99,14 @@ class ApiThreadFolder(_Node):
     def __getitem__(self, key):
         threads = self.__parent__.mailing_list.threads
         thread = threads.live(key)
-        if thread is None:
-            return ApiGone(threads[key], key, self)  # KeyError if it never existed
-        return ApiThread(thread, key, self)
+        if thread is not None:
+            return ApiThread(thread, key, self)
+        found = threads[key]  # KeyError if no thread, message or tombstone has the key
+        if isinstance(found, ThreadAlias):
+            # A reply's hash: it leads to its thread's JSON, as the page leads to the thread.
+            target = found.target
+            return ThreadAlias(key, self, ApiThread(target, target.key, self))
+        return ApiGone(found, key, self)
 
 
 class ApiThread(_Node):

@@ -33,7 +33,10 @@ class Month:
 
 
 class ThreadAlias:
-    """A thread key merged into another thread, or a message's hash: it redirects to the thread."""
+    """A thread key merged into another thread, or a message's hash: it redirects to the thread.
+
+    ``target``: the thread, or its JSON.
+    """
 
     def __init__(self, name, threads, target):
         self.__name__ = name

@@ -189,11 +189,18 @@ def forbidden(request):
     if isinstance(refusal, HTTPForbidden) and getattr(refusal, "result", None) is None:
         # Raised by a view with its own explanation, not by a permission check.
         return refusal
+    return refusal_page(request, find_interface(getattr(request, "context", None), MailingList))
+
+
+def refusal_page(request, mailing_list):
+    """The 403 of a page inside ``mailing_list`` (None: of no list), as ``forbidden`` describes it.
+
+    For views that refuse a list they found by other means than traversal.
+    """
     if request.path.startswith("/api/"):
         response = render_to_response("json", {"error": "you may not see this"}, request=request)
         response.status = 403
         return response
-    mailing_list = find_interface(getattr(request, "context", None), MailingList)
     if request.user is None:
         values = _login_form(request, safe_came_from(request, request.path_qs), status=403,
                              error="Please log in to see this page.")

@@ -20,11 +20,16 @@ def protective_headers(event):
 
 @notfound_view_config(renderer="kittypyr.templates:notfound.pt")
 def not_found(request):
-    mailing_list = request.current_list
-    if mailing_list is not None and not request.has_permission("view", mailing_list):
-        # Inside a private list, what is missing is as secret as what is there.
+    """404, or 403 where traversal stopped inside something the visitor may not view.
+
+    Inside a private list, its pages or its JSON, what is missing is as
+    secret as what is there: a hash answers the same whether a message has
+    it, had it or never had it.
+    """
+    found = getattr(request, "context", None)
+    if found is not None and not request.has_permission("view", found):
         from kittypyr.views.accounts import forbidden
 
         return forbidden(request)
     request.response.status = 404
-    return {"mailing_list": mailing_list}
+    return {"mailing_list": request.current_list}

@@ -62,6 +62,7 @@ class ZonedText(PreparedText):
     values = ()
     paths = ()
     has_patch = False
+    date = None  # the message's, in seconds: its postings' chunks keep their dates' span
 
 
 def prepare_zoned(zones):
@@ -97,9 +98,11 @@ def zoned_text_of(message):
     """The ``ZonedText`` of a stored message: made by the parser when it just arrived, else now."""
     prepared = getattr(message, "_v_prepared_text", None)
     if isinstance(prepared, ZonedText):
+        prepared.date = int(message.timestamp)
         return prepared
     prepared = prepare_zoned(message_zones(message.subject, message.sender_name, message.body_text,
                                            message.attachments))
+    prepared.date = int(message.timestamp)
     # Three indexes (text, file, is) read it in a row.
     message._v_prepared_text = prepared
     return prepared
@@ -127,11 +130,17 @@ def ceiling_of(data):
 
 
 class ChunkGroup(Persistent):
-    """``ChunkDirectory.GROUP_CHUNKS`` full chunks of a word and their ceilings, a record that no longer grows."""
+    """``ChunkDirectory.GROUP_CHUNKS`` full chunks of a word, their ceilings and spans: a record that no longer grows."""
 
-    def __init__(self, chunks, ceilings):
+    spans = None  # a group made before spans were kept: none known
+
+    def __init__(self, chunks, ceilings, spans):
         self.chunks = tuple(chunks)
         self.ceilings = tuple(ceilings)
+        self.spans = tuple(spans)
+
+    def chunk_spans(self):
+        return self.spans if self.spans is not None else (None,) * len(self.chunks)
 
 
 class ChunkDirectory(Persistent):
@@ -148,6 +157,11 @@ class ChunkDirectory(Persistent):
     """
 
     GROUP_CHUNKS = 64
+    # Each chunk's span: the first and last date (seconds) of the messages
+    # it was filled with, or None where unknown (chunks made before spans
+    # were kept, the first chunk of a word, which began inline). Removing a
+    # posting leaves the span wider than needed, never false.
+    open_spans = ()
 
     def __init__(self, chunks=(), ceilings=()):
         self.groups = ()
@@ -170,13 +184,23 @@ class ChunkDirectory(Persistent):
     def ceilings(self):
         return tuple(ceiling for group in self.groups for ceiling in group.ceilings) + self.open_ceilings
 
-    def add(self, chunk, ceiling):
+    @property
+    def spans(self):
+        return tuple(span for group in self.groups for span in group.chunk_spans()) + self._open_spans()
+
+    def _open_spans(self):
+        # The open chunks added before spans were kept come first.
+        return (None,) * (len(self.open_chunks) - len(self.open_spans)) + self.open_spans
+
+    def add(self, chunk, ceiling, span=None):
+        self.open_spans = self._open_spans() + (span,)
         self.open_chunks += (chunk,)
         self.open_ceilings += (ceiling,)
         size = self.GROUP_CHUNKS
         while len(self.open_chunks) >= size:
-            self.groups += (ChunkGroup(self.open_chunks[:size], self.open_ceilings[:size]),)
+            self.groups += (ChunkGroup(self.open_chunks[:size], self.open_ceilings[:size], self.open_spans[:size]),)
             self.open_chunks, self.open_ceilings = self.open_chunks[size:], self.open_ceilings[size:]
+            self.open_spans = self.open_spans[size:]
 
     def recompute_ceilings(self):
         for group in self.groups:
@@ -200,10 +224,16 @@ class RankedPostings(Postings):
     # A quarter of a plain word's: archiving a message rewrites the tail of
     # each of its words, half a chunk on average.
     CHUNK_PAIRS = 256
+    # The first and last date (seconds) of the tail's messages, which its
+    # chunk keeps when it fills: () while the tail is empty, None when a
+    # date is unknown (the postings a word had inline, a record older than
+    # spans).
+    _span = None
 
     def __init__(self, data=b""):
         self._chunked = 0
         self._tail = bytearray(data)
+        self._span = None if data else ()
 
     @property
     def _chunks(self):
@@ -220,17 +250,33 @@ class RankedPostings(Postings):
         ranked._chunked = postings._chunked
         return ranked
 
-    def append(self, docid, value):
+    def append(self, docid, value, date=None):
         # Augmented assignment on the attribute marks the record changed.
         self._tail += _PAIR.pack(docid, value)
+        span = self._span
+        if span is not None and (not span or date is None or not span[0] <= date <= span[1]):
+            self._span = _joined_spans(span, None if date is None else (date, date))
         if len(self._tail) >= self.CHUNK_PAIRS * _PAIR.size:
             chunk = PostingsChunk(bytes(self._tail))
             directory = self._directory
             if directory is None:
                 self._directory = directory = ChunkDirectory()
-            directory.add(chunk, ceiling_of(chunk.data))
+            directory.add(chunk, ceiling_of(chunk.data), self._span)
             self._chunked += len(self._tail) // _PAIR.size
             self._tail = bytearray()
+            self._span = ()
+
+    def packed_within(self, first, end):
+        """The packed postings of the tail and of every chunk that may hold a message dated in [first, end).
+
+        A chunk whose span lies outside is not loaded.
+        """
+        directory = self._directory
+        if directory is None:
+            return bytes(self._tail)
+        kept = [chunk.data for chunk, span in zip(directory.chunks, directory.spans)
+                if span is None or (span[0] < end and span[1] >= first)]
+        return b"".join(kept + [bytes(self._tail)])
 
     def replace(self, docid, value):
         # zope.index's own reindexing path (FullTextIndex forgets and adds
@@ -252,6 +298,21 @@ class RankedPostings(Postings):
         # A filled chunk changes the directory and the count alike.
         return _same_references((old.get("_directory"),), (committed.get("_directory"),)) and \
             _same_references((old.get("_directory"),), (new.get("_directory"),))
+
+    def _p_resolveConflict(self, old, committed, new):
+        merged = super()._p_resolveConflict(old, committed, new)
+        # Both appended to the same tail: its span covers both's dates.
+        merged["_span"] = _joined_spans(committed.get("_span"), new.get("_span"))
+        return merged
+
+
+def _joined_spans(one, other):
+    """The span covering two spans: () is empty, None unknown."""
+    if one is None or other is None:
+        return None
+    if not one or not other:
+        return one or other
+    return min(one[0], other[0]), max(one[1], other[1])
 
 
 # Words ranked between two savepoints of the upgrade (see rank_chunks_of).
@@ -300,7 +361,7 @@ class FullTextIndex(OkapiIndex):
             zones.add(OWN, 1, text if isinstance(text, str) else " ".join(text or ()))
             text = prepare_zoned(zones)
         wids, positions = self._lexicon.distinct_word_ids(text)
-        self._add_new_document(docid, zip(wids, text.values))
+        self._add_new_document(docid, zip(wids, text.values), text.date)
         count = len(positions)
         self._docweight[docid] = count
         # widcode's characters are all below 256: as bytes a third smaller
@@ -507,11 +568,19 @@ class FullTextIndex(OkapiIndex):
         postings = self._wordinfo.get(wid)
         if postings is None:
             return EMPTY, 0, True
+        idf = inverse_doc_frequency(len(postings), self._statistics()[0])
+        # A date range keeps the chunks filled in its time (and those of
+        # unknown dates): the rest cannot hold an allowed document.
+        within = getattr(postings, "packed_within", None)
+        span = allowed.date_span
+        packed = within(*span) if span is not None and within is not None else packed_postings(postings)
         # Read as they are stored (int32): the docids that pass are few.
-        pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
+        pairs = np.frombuffer(packed, dtype="<i4").reshape(-1, 2)
         docids, values = pairs[:, 0], pairs[:, 1]
+        if not len(docids):
+            return EMPTY, 0, True
         documents, mean_length = self._statistics()
-        scores = self._bm25(values, inverse_doc_frequency(len(docids), documents), mean_length)
+        scores = self._bm25(values, idf, mean_length)
         # Positions at least one apart: distinct without np.unique's sort.
         spread = np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64)
         share = int(allowed.passing(docids[spread].tolist()).sum()) / len(spread)

@@ -384,7 +384,7 @@ def date_query(start, end, oldest, newest):
         return None
     months = [month_of(m) for m in _month_starts(start, end)]
     if not months:
-        return InRange("date", int(start.timestamp()), int(end.timestamp()) - 1)
+        return _spanning(InRange("date", int(start.timestamp()), int(end.timestamp()) - 1), start, end)
     first_month = datetime(int(months[0][:4]), int(months[0][5:]), 1, tzinfo=timezone.utc)
     last_year, last_month = int(months[-1][:4]), int(months[-1][5:])
     after_months = datetime(last_year + (last_month == 12), last_month % 12 + 1, 1, tzinfo=timezone.utc)
@@ -393,6 +393,12 @@ def date_query(start, end, oldest, newest):
         query = query | InRange("date", int(start.timestamp()), int(first_month.timestamp()) - 1)
     if after_months < end:
         query = query | InRange("date", int(after_months.timestamp()), int(end.timestamp()) - 1)
+    return _spanning(query, start, end)
+
+
+def _spanning(query, start, end):
+    """``query``, noting the seconds it spans, ``[first, end)``: a word's postings keep their dates' spans."""
+    query.date_span = (int(start.timestamp()), int(end.timestamp()))
     return query
 
 
@@ -713,7 +719,8 @@ class AllowedDocuments:
     on the docids the ones before it let through, without a Python call
     per docid. ``every()`` is the sorted array of every allowed docid, for
     when every match is counted. ``walkable``: whether every test reads a
-    value (none is a date: see ``DATED_INDEXES``).
+    value (none is a date: see ``DATED_INDEXES``). ``date_span``: the
+    seconds ``[first, end)`` a date condition keeps, or None.
     """
 
     def __init__(self, catalog, conditions):
@@ -738,6 +745,8 @@ class AllowedDocuments:
                 sets.append(held)
                 self.walkable = False
         self._tests = tests
+        spans = [condition.date_span for condition in conditions if getattr(condition, "date_span", None)]
+        self.date_span = (max(first for first, _ in spans), min(end for _, end in spans)) if spans else None
         # A set's membership is the cheaper test: asked first.
         self._batch_tests = [(lambda docids, held=held: map(held, docids)) for held in sets] + [
             (lambda docids, value_of=value_of, wanted=wanted: map(wanted, map(value_of, docids)))

@@ -20,6 +20,7 @@ class EveryNth:
     """A filter as ``kittypyr.search.AllowedDocuments`` offers it: here, a docid rule."""
 
     walkable = True
+    date_span = None
 
     def __init__(self, rule):
         self.rule = rule

@@ -548,10 +548,9 @@ def _parse_sender(headers, hint, notes):
 # ---------------------------------------------------------------------------
 
 
-# A year written with three or four digits below 1000 ("0001"): the
-# standard library would take it for a two-digit year (2001). Not the
-# digits of a time (after ":") or of a zone offset (after "+" or "-").
-_EARLY_YEAR = re.compile(r"(?<![\d:+-])0\d{2,3}(?![\d:])")
+# The year after "day month" written with three or four digits below 1000
+# ("0001"): the standard library would take it for a two-digit year (2001).
+_EARLY_YEAR = re.compile(r"\b\d{1,2}\s+[A-Za-z]{3,}\s+0\d{2,3}\b")
 
 
 def _parse_date(value):

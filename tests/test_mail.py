@@ -700,3 +700,8 @@ def test_fuzzed_messages_never_raise():
         assert mail.date.tzinfo is not None
         assert all(isinstance(a.data, bytes) for a in mail.attachments)
     assert accepted > 400
+
+
+def test_a_zone_written_without_its_sign_is_no_early_year():
+    mail = parse(make_message(date="Tue, 2 Jan 2024 15:04:05 0100"))
+    assert mail.date == datetime(2024, 1, 2, 14, 4, 5, tzinfo=UTC)

@@ -48,6 +48,7 @@ SHARE_CHUNKS = 64
 # A word's postings counted exactly are tested one by one up to this many;
 # beyond, against the filter's every allowed docid at once.
 TESTED_ONE_BY_ONE = 8192
+DAY = 86400  # seconds: the unit of a chunk's span of dates
 # Postings a walk by chunks may test before it scores every posting instead.
 WALK_TESTS_MAX = 2048
 
@@ -157,8 +158,8 @@ class ChunkDirectory(Persistent):
     """
 
     GROUP_CHUNKS = 64
-    # Each chunk's span: the first and last date (seconds) of the messages
-    # it was filled with, or None where unknown (chunks made before spans
+    # Each chunk's span: the first and last day (days since 1970, UTC) of
+    # the messages it was filled with, or None where unknown (chunks made before spans
     # were kept, the first chunk of a word, which began inline). Removing a
     # posting leaves the span wider than needed, never false.
     open_spans = ()
@@ -224,10 +225,11 @@ class RankedPostings(Postings):
     # A quarter of a plain word's: archiving a message rewrites the tail of
     # each of its words, half a chunk on average.
     CHUNK_PAIRS = 256
-    # The first and last date (seconds) of the tail's messages, which its
-    # chunk keeps when it fills: () while the tail is empty, None when a
-    # date is unknown (the postings a word had inline, a record older than
-    # spans).
+    # The first and last day (days since 1970, UTC) of the tail's
+    # messages, which its chunk keeps when it fills: () while the tail is
+    # empty, None when a date is unknown (the postings a word had inline, a
+    # record older than spans). Days, not seconds: a word's postings mostly
+    # come in date order, and a day changes the span far less often.
     _span = None
 
     def __init__(self, data=b""):
@@ -250,12 +252,20 @@ class RankedPostings(Postings):
         ranked._chunked = postings._chunked
         return ranked
 
-    def append(self, docid, value, date=None):
+    def append(self, docid, value, day=None):
+        """Add a posting; ``day``: the message's date, in days since 1970 (UTC), None if unknown."""
         # Augmented assignment on the attribute marks the record changed.
         self._tail += _PAIR.pack(docid, value)
         span = self._span
-        if span is not None and (not span or date is None or not span[0] <= date <= span[1]):
-            self._span = _joined_spans(span, None if date is None else (date, date))
+        # Archiving appends a posting per word of every message: the span
+        # is written only when the day leaves it.
+        if span and day is not None:
+            if day > span[1]:
+                self._span = (span[0], day)
+            elif day < span[0]:
+                self._span = (day, span[1])
+        elif span is not None:
+            self._span = None if day is None else (day, day)
         if len(self._tail) >= self.CHUNK_PAIRS * _PAIR.size:
             chunk = PostingsChunk(bytes(self._tail))
             directory = self._directory
@@ -267,15 +277,16 @@ class RankedPostings(Postings):
             self._span = ()
 
     def packed_within(self, first, end):
-        """The packed postings of the tail and of every chunk that may hold a message dated in [first, end).
+        """The packed postings of the tail and of every chunk that may hold a message dated in [first, end) (seconds).
 
         A chunk whose span lies outside is not loaded.
         """
         directory = self._directory
         if directory is None:
             return bytes(self._tail)
+        first_day, last_day = first // DAY, (end - 1) // DAY
         kept = [chunk.data for chunk, span in zip(directory.chunks, directory.spans)
-                if span is None or (span[0] < end and span[1] >= first)]
+                if span is None or (span[0] <= last_day and span[1] >= first_day)]
         return b"".join(kept + [bytes(self._tail)])
 
     def replace(self, docid, value):
@@ -361,7 +372,8 @@ class FullTextIndex(OkapiIndex):
             zones.add(OWN, 1, text if isinstance(text, str) else " ".join(text or ()))
             text = prepare_zoned(zones)
         wids, positions = self._lexicon.distinct_word_ids(text)
-        self._add_new_document(docid, zip(wids, text.values), text.date)
+        day = None if text.date is None else text.date // DAY
+        self._add_new_document(docid, zip(wids, text.values), day)
         count = len(positions)
         self._docweight[docid] = count
         # widcode's characters are all below 256: as bytes a third smaller

@@ -271,8 +271,8 @@ class Postings(Persistent):
     def __len__(self):
         return self._chunked + len(self._tail) // _PAIR.size
 
-    def append(self, docid, frequency, date=None):
-        """Add a posting for a document known to have none (``date``: see RankedPostings)."""
+    def append(self, docid, frequency, day=None):
+        """Add a posting for a document known to have none (``day``: see RankedPostings)."""
         # Augmented assignment on the attribute marks the record changed.
         self._tail += _PAIR.pack(docid, frequency)
         if len(self._tail) >= self.CHUNK_PAIRS * _PAIR.size:
@@ -418,11 +418,11 @@ class OkapiIndex(_ZopeOkapiIndex):
         self._change_doc_len(count)
         return count
 
-    def _add_new_document(self, docid, wid_counts, date=None):
+    def _add_new_document(self, docid, wid_counts, day=None):
         """Post ``docid`` (in none of the postings yet) under each of its words.
 
-        ``date``: the document's, in seconds, for postings that keep their
-        chunks' dates (``kittypyr.fulltext.RankedPostings``).
+        ``day``: the document's date in days since 1970, for postings that
+        keep their chunks' span of dates (``kittypyr.fulltext.RankedPostings``).
         """
         wordinfo = self._wordinfo
         get = wordinfo.get
@@ -439,12 +439,12 @@ class OkapiIndex(_ZopeOkapiIndex):
                     wordinfo[wid] = postings + pair(docid, count)
                 else:
                     grown = self.postings_class(postings)
-                    grown.append(docid, count, date)
+                    grown.append(docid, count, day)
                     wordinfo[wid] = grown
             else:
                 # A record of its own that notes its own change: the bucket
                 # holding it needs no rewriting.
-                postings.append(docid, count, date)
+                postings.append(docid, count, day)
         if new_words:
             self.wordCount.change(new_words)
 

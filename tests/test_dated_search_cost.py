@@ -7,7 +7,7 @@ import pytest
 import ZODB
 from ZODB.FileStorage import FileStorage
 
-from kittypyr.fulltext import ChunkDirectory, FullTextIndex, RankedPostings, ceiling_of, prepare_zoned
+from kittypyr.fulltext import DAY, ChunkDirectory, FullTextIndex, RankedPostings, ceiling_of, prepare_zoned
 from kittypyr.lexicon import _PAIR, Lexicon, PostingsChunk
 from kittypyr.zones import OWN, Zones
 
@@ -101,21 +101,24 @@ def test_a_word_within_dates_finds_the_best_page_and_reads_the_chunks_of_those_d
         connection.close()
 
 
-def test_each_chunk_keeps_the_span_of_its_dates_and_the_first_one_is_unknown():
+def test_each_chunk_keeps_the_span_of_its_days_and_the_first_one_is_unknown():
     postings = RankedPostings(_PAIR.pack(1, 5) * 3)  # a word grown out of its inline postings
-    dates = {}
+    days = {}
     for docid in range(4, 4 + 3 * RankedPostings.CHUNK_PAIRS):
-        dates[docid] = 1_000_000 + (docid * 7919) % 5000
-        postings.append(docid, 5, dates[docid])
+        days[docid] = 18_000 + (docid * 7919) % 500
+        postings.append(docid, 5, days[docid])
     spans = postings._directory.spans
     assert spans[0] is None
     for chunk, span in zip(postings._directory.chunks[1:], spans[1:]):
-        chunk_dates = [dates[docid] for docid, _ in _PAIR.iter_unpack(chunk.data)]
-        assert span == (min(chunk_dates), max(chunk_dates))
+        chunk_days = [days[docid] for docid, _ in _PAIR.iter_unpack(chunk.data)]
+        assert span == (min(chunk_days), max(chunk_days))
     # Outside every known span: the unknown chunk and the tail are read.
-    within = postings.packed_within(0, 1_000)
+    within = postings.packed_within(0, 17_000 * DAY)
     assert within == postings._directory.chunks[0].data + bytes(postings._tail)
-    assert len(postings.packed_within(0, 2_000_000)) == len(postings.packed())
+    assert len(postings.packed_within(0, 19_000 * DAY)) == len(postings.packed())
+    # A range is read to the day: the last second of a chunk's last day meets it.
+    last_day = spans[1][1]
+    assert postings._directory.chunks[1].data in postings.packed_within((last_day + 1) * DAY - 1, 20_000 * DAY)
 
 
 def test_two_writers_appending_to_one_tail_keep_a_span_of_both():

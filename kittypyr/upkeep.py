@@ -11,14 +11,21 @@ STORAGE_IN_USE = ("the storage is in use by another process: stop the web server
                   "(or serve from ZEO)")
 
 
+def _opened(config):
+    """The archive of ``config``, opened; None, said on stderr, when another process holds its storage."""
+    setup_logging(config)
+    try:
+        return bootstrap(config)
+    except LockError:
+        print(STORAGE_IN_USE, file=sys.stderr)
+        return None
+
+
 def command_check(args):
     from kittypyr.health import check_archive
 
-    setup_logging(args.config)
-    try:
-        env = bootstrap(args.config)
-    except LockError:
-        print(STORAGE_IN_USE, file=sys.stderr)
+    env = _opened(args.config)
+    if env is None:
         return 2
     with env:
         # An upgrade made while opening is kept whatever the check finds.
@@ -44,11 +51,8 @@ def command_check(args):
 
 def command_quarantine(args):
     """List the mail the archive could not read; save, try again or drop it."""
-    setup_logging(args.config)
-    try:
-        env = bootstrap(args.config)
-    except LockError:
-        print(STORAGE_IN_USE, file=sys.stderr)
+    env = _opened(args.config)
+    if env is None:
         return 2
     with env:
         quarantine = env["root"].quarantine

@@ -105,10 +105,36 @@ def rank_word_postings(archive):
             rank_chunks_of(text_index)
 
 
+def date_word_chunks(archive):
+    """Version 9: each chunk of the text index's large words keeps the span of its messages' days.
+
+    A word searched within dates then reads only the chunks of those
+    dates. Every chunk is read once, and each of its documents' dates
+    from the catalog's ``date`` index; no message is read.
+    """
+    from kittypyr.fulltext import DAY, FullTextIndex, date_chunks_of
+
+    dates = archive.catalog.get("date") if archive.catalog is not None else None
+    seconds_of = getattr(dates, "_rev_index", None)
+    if seconds_of is None:
+        return
+    get = seconds_of.get
+
+    def day_of(docid):
+        seconds = get(docid)
+        return None if seconds is None else seconds // DAY
+
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        if isinstance(text_index, FullTextIndex):
+            date_chunks_of(text_index, day_of)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
-                merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings]
+                merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
+                date_word_chunks]
 
 
 def bootstrap_archive(zodb_root, registry):

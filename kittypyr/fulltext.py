@@ -203,6 +203,16 @@ class ChunkDirectory(Persistent):
             self.open_chunks, self.open_ceilings = self.open_chunks[size:], self.open_ceilings[size:]
             self.open_spans = self.open_spans[size:]
 
+    def fill_spans(self, day_of):
+        """Give each chunk whose span is unknown the span of its documents' days; ``day_of(docid)`` may say None."""
+        for group in self.groups:
+            spans = group.chunk_spans()
+            if None in spans:
+                group.spans = _filled(group.chunks, spans, day_of)
+        spans = self._open_spans()
+        if None in spans:
+            self.open_spans = _filled(self.open_chunks, spans, day_of)
+
     def recompute_ceilings(self):
         for group in self.groups:
             group.ceilings = tuple(ceiling_of(chunk.data) for chunk in group.chunks)
@@ -317,6 +327,18 @@ class RankedPostings(Postings):
         return merged
 
 
+def _filled(chunks, spans, day_of):
+    return tuple(span if span is not None else span_of_days(chunk.data, day_of) for chunk, span in zip(chunks, spans))
+
+
+def span_of_days(packed, day_of):
+    """The first and last day of the documents of packed postings; () if none, None if a day is unknown."""
+    days = [day_of(docid) for docid in np.frombuffer(packed, dtype="<i4")[0::2].tolist()]
+    if None in days:
+        return None
+    return (min(days), max(days)) if days else ()
+
+
 def _joined_spans(one, other):
     """The span covering two spans: () is empty, None unknown."""
     if one is None or other is None:
@@ -349,6 +371,31 @@ def rank_chunks_of(index):
             connection.transaction_manager.get().savepoint(optimistic=True)
             connection.cacheGC()
     return len(plain)
+
+
+def date_chunks_of(index, day_of):
+    """Give the chunks and tails of ``index``'s large words whose span is unknown the span of their days.
+
+    ``day_of(docid)``: a document's day (days since 1970), None if
+    unknown. For an archive indexed before chunks kept their dates: every
+    chunk is read once, with the same savepoints as ``rank_chunks_of``.
+    A word's first chunk, begun inline, gets its span too. Returns how
+    many words were looked at.
+    """
+    connection = getattr(index, "_p_jar", None)
+    looked = 0
+    for postings in index._wordinfo.values():
+        if not isinstance(postings, RankedPostings):
+            continue
+        looked += 1
+        if postings._directory is not None:
+            postings._directory.fill_spans(day_of)
+        if postings._span is None:
+            postings._span = span_of_days(bytes(postings._tail), day_of)
+        if connection is not None and looked % RANKED_BETWEEN_SAVEPOINTS == 0:
+            connection.transaction_manager.get().savepoint(optimistic=True)
+            connection.cacheGC()
+    return looked
 
 
 class FullTextIndex(OkapiIndex):

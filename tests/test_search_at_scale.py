@@ -4,6 +4,7 @@ import math
 import random
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 import transaction
 from pyramid.scripting import prepare
@@ -306,6 +307,47 @@ def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app, mon
                                 for p in postings)
     for start in (0, 1500):
         assert search(app, "ocelot", start=start, size=20)[1] == expected[start:start + 20]
+
+
+def test_an_archive_made_before_chunks_kept_their_dates_gets_them_at_start_up(app, monkeypatch):
+    from kittypyr import fulltext
+    from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive, date_word_chunks
+    from kittypyr.fulltext import DAY, RankedPostings
+
+    monkeypatch.setattr(fulltext, "RANKED_BETWEEN_SAVEPOINTS", 1)
+    since, until = datetime(2015, 2, 1, tzinfo=timezone.utc), datetime(2015, 3, 15, tzinfo=timezone.utc)
+    expected = brute_force_ranking(app, ("ocelot",), "bob@example.org", since, until)
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        ranked = [p for p in archive.catalog["text"].index._wordinfo.values() if isinstance(p, RankedPostings)]
+        for postings in ranked:
+            # As the archive's previous version stored them: no spans.
+            postings._span = None
+            if postings._directory is not None:
+                postings._directory.open_spans = ()
+                for group in postings._directory.groups:
+                    group.spans = None
+        archive.schema_version = EVOLVE_STEPS.index(date_word_chunks)
+        transaction.commit()
+    with prepare(registry=app.registry) as env:
+        archive = bootstrap_archive(env["root"]._p_jar.root(), app.registry)
+        transaction.commit()
+        assert archive.schema_version == len(EVOLVE_STEPS)
+        index = archive.catalog["text"].index
+        ocelot = index._wordinfo[index.word_ids(["ocelot"])[0]]
+        spans = ocelot._directory.spans
+        assert len(spans) > 5 and None not in spans and ocelot._span is not None
+        messages = archive.lists[LIST].messages
+        days = {}
+        for message in messages.values():
+            days[archive.document_map.docid_for_address(f"/list/{LIST}/message/{message.__name__}")] = \
+                int(message.timestamp) // DAY
+        for chunk, span in zip(ocelot._directory.chunks, spans):
+            chunk_days = [days[docid] for docid in np.frombuffer(chunk.data, dtype="<i4")[0::2].tolist()]
+            assert span == (min(chunk_days), max(chunk_days))
+    query = "ocelot from:bob@example.org after:2015-02-01 before:2015-03-15"
+    for start in (0, 200):
+        assert search(app, query, start=start, size=20)[1] == expected[start:start + 20]
 
 
 @pytest.mark.parametrize("sort", ["date-desc", "date-asc"])

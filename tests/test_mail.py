@@ -81,6 +81,16 @@ def test_raw_8bit_headers_utf8_then_latin1():
     assert any("8-bit" in note for note in latin.defects)
 
 
+def test_a_utf16_body_does_not_decide_how_raw_8bit_headers_read():
+    # The body's charset is the usual hint for raw header bytes, but a
+    # wide one reads any two bytes as a character.
+    raw = (b"From: a@example.org\nSubject: Gr\xfc\xdf\nMessage-ID: <w@example.org>\n"
+           b"Content-Type: text/plain; charset=utf-16\n\n" + "Hallo.\n".encode("utf-16"))
+    mail = parse(raw)
+    assert mail.subject == "Grüß"
+    assert mail.body_text == "Hallo."
+
+
 def test_sender_name_and_address():
     mail = parse(make_message(sender=("Jörg Müller", "Joerg.Mueller@Example.ORG")))
     assert mail.sender_name == "Jörg Müller"

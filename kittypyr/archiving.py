@@ -143,9 +143,9 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash):
     if name in messages:
         # That id is taken by a live message; a different one reusing it
         # would be kept under a derived id, which may have been deleted.
-        for derived in _reuse_ids(parsed):
-            if message_id_hash(derived) in tombstones:
-                return message_id_hash(derived)
+        for derived in map(message_id_hash, _reuse_ids(parsed)):
+            if derived in tombstones:
+                return derived
     return None
 
 

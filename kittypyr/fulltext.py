@@ -98,14 +98,12 @@ def prepare_zoned(zones):
 def zoned_text_of(message):
     """The ``ZonedText`` of a stored message: made by the parser when it just arrived, else now."""
     prepared = getattr(message, "_v_prepared_text", None)
-    if isinstance(prepared, ZonedText):
-        prepared.date = int(message.timestamp)
-        return prepared
-    prepared = prepare_zoned(message_zones(message.subject, message.sender_name, message.body_text,
-                                           message.attachments))
+    if not isinstance(prepared, ZonedText):
+        prepared = prepare_zoned(message_zones(message.subject, message.sender_name, message.body_text,
+                                               message.attachments))
+        # Three indexes (text, file, is) read it in a row.
+        message._v_prepared_text = prepared
     prepared.date = int(message.timestamp)
-    # Three indexes (text, file, is) read it in a row.
-    message._v_prepared_text = prepared
     return prepared
 
 
@@ -364,13 +362,18 @@ def rank_chunks_of(index):
     """
     wordinfo = index._wordinfo
     plain = [wid for wid, postings in wordinfo.items() if type(postings) is Postings]
-    connection = getattr(index, "_p_jar", None)
     for done, wid in enumerate(plain, 1):
         wordinfo[wid] = RankedPostings.of(wordinfo[wid])
-        if connection is not None and done % RANKED_BETWEEN_SAVEPOINTS == 0:
-            connection.transaction_manager.get().savepoint(optimistic=True)
-            connection.cacheGC()
+        _lighten_upgrade(index, done)
     return len(plain)
+
+
+def _lighten_upgrade(index, done):
+    """After every RANKED_BETWEEN_SAVEPOINTS words an upgrade of ``index`` changed: a savepoint, the cache trimmed."""
+    connection = getattr(index, "_p_jar", None)
+    if connection is not None and done % RANKED_BETWEEN_SAVEPOINTS == 0:
+        connection.transaction_manager.get().savepoint(optimistic=True)
+        connection.cacheGC()
 
 
 def date_chunks_of(index, day_of):
@@ -382,7 +385,6 @@ def date_chunks_of(index, day_of):
     A word's first chunk, begun inline, gets its span too. Returns how
     many words were looked at.
     """
-    connection = getattr(index, "_p_jar", None)
     looked = 0
     for postings in index._wordinfo.values():
         if not isinstance(postings, RankedPostings):
@@ -392,9 +394,7 @@ def date_chunks_of(index, day_of):
             postings._directory.fill_spans(day_of)
         if postings._span is None:
             postings._span = span_of_days(bytes(postings._tail), day_of)
-        if connection is not None and looked % RANKED_BETWEEN_SAVEPOINTS == 0:
-            connection.transaction_manager.get().savepoint(optimistic=True)
-            connection.cacheGC()
+        _lighten_upgrade(index, looked)
     return looked
 
 
@@ -627,7 +627,8 @@ class FullTextIndex(OkapiIndex):
         postings = self._wordinfo.get(wid)
         if postings is None:
             return EMPTY, 0, True
-        idf = inverse_doc_frequency(len(postings), self._statistics()[0])
+        documents, mean_length = self._statistics()
+        idf = inverse_doc_frequency(len(postings), documents)
         # A date range keeps the chunks filled in its time (and those of
         # unknown dates): the rest cannot hold an allowed document.
         within = getattr(postings, "packed_within", None)
@@ -638,7 +639,6 @@ class FullTextIndex(OkapiIndex):
         docids, values = pairs[:, 0], pairs[:, 1]
         if not len(docids):
             return EMPTY, 0, True
-        documents, mean_length = self._statistics()
         scores = self._bm25(values, idf, mean_length)
         # Positions at least one apart: distinct without np.unique's sort.
         spread = np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64)

@@ -24,9 +24,9 @@ import calendar
 import logging
 import re
 import weakref
-from itertools import compress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from itertools import compress
 
 import numpy as np
 from markupsafe import Markup

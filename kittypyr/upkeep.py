@@ -102,7 +102,7 @@ def _retry_held(archive, registry):
             continue
         prepare_list(archive, registry, held.list_address)
         mailing_list = archive.lists[held.list_address]
-        if mailing_list.archive_policy == "never":
+        if mailing_list.archives_no_more:
             print(f"{number}: kept: {held.list_address} archives no more (Mailman's policy never)")
             continue
         result = store_parsed(mailing_list, parsed, registry)

@@ -138,6 +138,11 @@ class MailingList(Persistent):
         return self.archive_policy == "public"
 
     @property
+    def archives_no_more(self):
+        """Whether Mailman's policy is ``never``: new mail is not archived, what was archived stays."""
+        return self.archive_policy == "never"
+
+    @property
     def __acl__(self):
         """Owners and moderators moderate; a private archive is for members only."""
         # Roles come from Mailman, which names lists by their list id.

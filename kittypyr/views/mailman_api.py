@@ -57,7 +57,7 @@ def archive(context, request):
         details = ask_list_details(request.registry, list_address)
         if isinstance(details, dict):
             apply_list_details(mailing_list, details)
-    if mailing_list.archive_policy == "never":
+    if mailing_list.archives_no_more:
         return {"url": list_url(request, list_address)}
     try:
         result = store_parsed(mailing_list, parse_message(raw))

@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 CONFIRMATION_MAX_AGE = 3 * 24 * 3600
 MIN_PASSWORD_LENGTH = 8
 _ADDRESS = re.compile(r"^[^@\s<>\"]+@[^@\s<>\"]+\.[^@\s<>\"]+$")
+# Mailman's REST API finds an account by its address in a URL path, which
+# undoes %-escapes, stops at "?" or "#" and walks "/": written with any of
+# these, one account would have endless spellings, each with its own count
+# of wrong passwords. A login address has none of them.
+_LOGIN_ADDRESS = re.compile(r"^[^@\s<>\"%/\\?#]+@[^@\s<>\"%/\\?#]+$")
 
 
 def safe_came_from(request, value):
@@ -61,6 +66,10 @@ def login(context, request):
     # believe from anyone): waitress puts the forwarded address there only
     # when the request comes from its trusted_proxy.
     client = request.remote_addr
+    if not _LOGIN_ADDRESS.match(address):
+        # No account is written so: nothing to ask Mailman, nothing to count.
+        return _login_form(request, came_from, address, status=403,
+                           error="The address or the password is not right.")
     failures = context.login_failures
     wait = login_throttle.wait_seconds(failures, address, client)
     if wait > 0:

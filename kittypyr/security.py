@@ -49,6 +49,9 @@ MEMBERSHIP_TTL = 60.0
 # After a failed lookup, try Mailman again this soon, not at every page.
 MEMBERSHIP_FAILURE_TTL = 10.0
 ROLES = ("member", "owner", "moderator")
+# How kittypyr.secret begins in the example configurations (production.ini,
+# deploy/kittypyr.ini, development.ini): a value to replace, never to sign with.
+EXAMPLE_SECRET_PREFIX = "change-me"
 
 
 @dataclass(frozen=True)
@@ -368,6 +371,11 @@ def session_factory_under_prefix(secret, **options):
 def includeme(config):
     settings = config.registry.settings
     secret = settings.get("kittypyr.secret", "")
+    if secret.lower().startswith(EXAMPLE_SECRET_PREFIX):
+        # The example configurations' value is published with kittypyr:
+        # anyone could sign a session with it, as any reader or administrator.
+        log.warning("kittypyr.secret is still the example's %r: set a long random string", secret)
+        secret = ""
     if not secret:
         # Sessions then last as long as the process, and are not shared
         # between processes: fine for a try-out, not for a site.

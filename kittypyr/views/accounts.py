@@ -2,7 +2,7 @@
 
 import logging
 import re
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pyramid.httpexceptions import HTTPForbidden, HTTPSeeOther
 from pyramid.renderers import render_to_response
@@ -36,12 +36,19 @@ _ADDRESS = re.compile(r"^[^@\s<>\"]+@[^@\s<>\"]+\.[^@\s<>\"]+$")
 _LOGIN_ADDRESS = re.compile(r"^[^@\s<>\"%/\\?#]+@[^@\s<>\"%/\\?#]+$")
 
 
+# What a path or a query keeps as it is: its delimiters and escapes.
+_URL_SAFE = "/?:@!$&'()*+,;=%~"
+
+
 def safe_came_from(request, value):
     """A path on this site to go back to; anything else becomes the front page."""
     parts = urlsplit(value or "")
     if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
         return request.resource_url(request.root)
-    return parts.path + (f"?{parts.query}" if parts.query else "")
+    # It becomes the Location header, which holds ASCII only: a link may
+    # name its page unescaped (?q=日本語), as a browser's address bar does.
+    path = quote(parts.path, safe=_URL_SAFE)
+    return path + (f"?{quote(parts.query, safe=_URL_SAFE)}" if parts.query else "")
 
 
 def _login_form(request, came_from, address="", error=None, status=200):

@@ -218,3 +218,22 @@ def test_a_post_run_again_after_a_conflict_is_sent_once(tmp_path, mailman, smtp)
         assert len([m for m in smtp.messages if b"Once only" in m.data]) == 1
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_sign_up_mails_no_text_of_the_signers_choosing(site, mailman, smtp, monkeypatch):
+    # Anyone may sign up with anyone's address: the confirmation mail goes
+    # to that address from the site, and must say only what the site says.
+    from kittypyr.views import accounts as account_views
+
+    monkeypatch.setattr(account_views, "create_account", lambda registry, address, name, password: None)
+    app = TestApp(site)
+    form = app.get("/signup").forms["signup-form"]
+    form["address"] = "someone@example.org"
+    form["display_name"] = "your account is locked. Unlock it at https://evil.example/unlock today"
+    form["password"] = form["password_again"] = "a long password"
+    assert "We sent a mail to" in form.submit(status=200).text
+    sent = smtp.wait_for(timeout=10)
+    assert sent.rcpt_tos == ["someone@example.org"]
+    text = sent.message.get_content()
+    assert "confirm?token=" in text
+    assert "evil.example" not in text and "locked" not in text

@@ -154,10 +154,13 @@ def signup(context, request):
                             503)
     token = sign(request.registry, "confirm", values["address"], CONFIRMATION_MAX_AGE)
     link = f"{base_url(request)}confirm?token={token}"
+    # Whoever signs up chooses the address this goes to: the mail greets the
+    # address, never the name they typed, or the site would mail anyone a
+    # text of a stranger's choosing.
     message = mailer.new_message(
         request, f"noreply@{urlsplit(base_url(request)).hostname or 'localhost'}", "kittypyr archive",
         values["address"], "Confirm your address",
-        f"Hello {values['display_name'] or values['address']},\n\n"
+        f"Hello {values['address']},\n\n"
         f"someone, probably you, signed up at {base_url(request)} with this address.\n"
         f"To confirm it, open this link within three days:\n\n{link}\n\n"
         "If it was not you, ignore this mail: nothing more will happen.\n")

@@ -255,6 +255,28 @@ class LoginThrottle:
         self.client_accounts = client_accounts
         self.window = window
         self.clock = clock
+        # Accounts whose password is being checked in this process (``checking``).
+        self.in_flight = set()
+        self.lock = threading.Lock()
+
+    def checking(self, address):
+        """Claim ``address`` for one password check; False while another one of this process holds it.
+
+        The failures are read before Mailman is asked and written after,
+        when the request commits: guesses sent together would all read the
+        count as it was, and each be checked. One at a time, each reads the
+        failures of the one before. Give it back with ``checked`` once the
+        request has committed.
+        """
+        with self.lock:
+            if address in self.in_flight:
+                return False
+            self.in_flight.add(address)
+            return True
+
+    def checked(self, address):
+        with self.lock:
+            self.in_flight.discard(address)
 
     def _recent(self, failures, kind, who, now):
         """``[(time, account address)]`` of ``who``'s failures within the window, oldest first."""

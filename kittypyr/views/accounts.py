@@ -77,6 +77,13 @@ def login(context, request):
         # No account is written so: nothing to ask Mailman, nothing to count.
         return _login_form(request, came_from, address, status=403,
                            error="The address or the password is not right.")
+    if not login_throttle.checking(address):
+        request.response.headers["Retry-After"] = "1"
+        return _login_form(request, came_from, address, status=429, error=(
+            "A password for this address is being checked right now. Try again in a moment."))
+    # Finished callbacks run after pyramid_tm has committed (or aborted):
+    # the next guess reads this one's failure.
+    request.add_finished_callback(lambda request: login_throttle.checked(address))
     failures = context.login_failures
     wait = login_throttle.wait_seconds(failures, address, client)
     if wait > 0:

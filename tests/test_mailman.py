@@ -105,6 +105,9 @@ def test_an_address_spelled_another_way_gets_no_more_password_guesses(stack):
         answer = reader.log_in(spelling, PASSWORD)
         assert answer.status_code == 403 and "not right" in answer.text, spelling
         assert "Log out" not in reader.get("/").text
+    # A "%" that starts no escape is read as it is: that account logs in.
+    stack.create_user("half%.half@example.org", "Half", PASSWORD)
+    assert stack.archive.reader().log_in("half%.half@example.org", PASSWORD).status_code == 303
 
 
 def test_sign_up_confirm_by_mail_then_log_in(stack):

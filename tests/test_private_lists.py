@@ -272,3 +272,14 @@ def test_search_answers_tell_nothing_of_a_private_lists_words_by_their_scores(si
     app = TestApp(site)
     hits = app.get("/api/search", {"q": "Everyone"}).json["results"]
     assert len(hits) == 1 and "score" not in hits[0]
+
+
+def test_an_address_with_a_lone_percent_sign_logs_in(site, mailman):
+    # Mailman reads "%" followed by anything but two hex digits as it is.
+    mailman.add_user("half%.half@example.org", "Half", roles=[(PRIVATE, "member")])
+    app = TestApp(site)
+    assert log_in(app, "half%.half@example.org").status_int == 303
+    assert app.get(f"/list/{PRIVATE}/").status_int == 200
+    # Written with escapes, it names the same account another way: refused.
+    refused = log_in(TestApp(site), "half%25.half@example.org")
+    assert refused.status_int == 403 and "not right" in refused.text

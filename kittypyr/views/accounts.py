@@ -32,8 +32,9 @@ _ADDRESS = re.compile(r"^[^@\s<>\"]+@[^@\s<>\"]+\.[^@\s<>\"]+$")
 # Mailman's REST API finds an account by its address in a URL path, which
 # undoes %-escapes, stops at "?" or "#" and walks "/": written with any of
 # these, one account would have endless spellings, each with its own count
-# of wrong passwords. A login address has none of them.
-_LOGIN_ADDRESS = re.compile(r"^[^@\s<>\"%/\\?#]+@[^@\s<>\"%/\\?#]+$")
+# of wrong passwords. A login address has none of them (a "%" not followed
+# by two hex digits is read as it is, and may stay).
+_LOGIN_ADDRESS = re.compile(r"^(?!.*%[0-9a-fA-F]{2})[^@\s<>\"/\\?#]+@[^@\s<>\"/\\?#]+$")
 
 
 # What a path or a query keeps as it is: its delimiters and escapes.

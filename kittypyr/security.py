@@ -49,6 +49,9 @@ MEMBERSHIP_TTL = 60.0
 # After a failed lookup, try Mailman again this soon, not at every page.
 MEMBERSHIP_FAILURE_TTL = 10.0
 ROLES = ("member", "owner", "moderator")
+# How kittypyr.secret begins in the example configurations (production.ini,
+# deploy/kittypyr.ini, development.ini): a value to replace, never to sign with.
+EXAMPLE_SECRET_PREFIX = "change-me"
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,28 @@ class LoginThrottle:
         self.client_accounts = client_accounts
         self.window = window
         self.clock = clock
+        # Accounts whose password is being checked in this process (``checking``).
+        self.in_flight = set()
+        self.lock = threading.Lock()
+
+    def checking(self, address):
+        """Claim ``address`` for one password check; False while another one of this process holds it.
+
+        The failures are read before Mailman is asked and written after,
+        when the request commits: guesses sent together would all read the
+        count as it was, and each be checked. One at a time, each reads the
+        failures of the one before. Give it back with ``checked`` once the
+        request has committed.
+        """
+        with self.lock:
+            if address in self.in_flight:
+                return False
+            self.in_flight.add(address)
+            return True
+
+    def checked(self, address):
+        with self.lock:
+            self.in_flight.discard(address)
 
     def _recent(self, failures, kind, who, now):
         """``[(time, account address)]`` of ``who``'s failures within the window, oldest first."""
@@ -368,6 +393,11 @@ def session_factory_under_prefix(secret, **options):
 def includeme(config):
     settings = config.registry.settings
     secret = settings.get("kittypyr.secret", "")
+    if secret.lower().startswith(EXAMPLE_SECRET_PREFIX):
+        # The example configurations' value is published with kittypyr:
+        # anyone could sign a session with it, as any reader or administrator.
+        log.warning("kittypyr.secret is still the example's %r: set a long random string", secret)
+        secret = ""
     if not secret:
         # Sessions then last as long as the process, and are not shared
         # between processes: fine for a try-out, not for a site.

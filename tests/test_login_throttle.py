@@ -7,6 +7,8 @@ counts them (see test_failures_count_across_processes_sharing_zeo). The
 clock is the throttle's own, set by the tests.
 """
 
+import threading
+
 import pytest
 import transaction
 from pyramid.scripting import prepare
@@ -15,8 +17,10 @@ from webtest import TestApp
 
 from kittypyr import security
 from kittypyr.archiving import ensure_mailing_list
+from kittypyr.mailman import LoginRefused
 from kittypyr.merging import AgeingCounts
 from kittypyr.security import LoginThrottle
+from kittypyr.views import accounts as account_views
 from tests.accounts import FakeMailman, forget_login_failures, log_in
 from tests.test_app import make_app
 
@@ -264,6 +268,35 @@ def test_right_passwords_and_pages_write_nothing(site, mailman):
     after_failure = database.lastTransaction()
     assert log_in(browser(site, OFFICE), READER).status_int == 303
     assert database.lastTransaction() == after_failure
+
+
+def test_guesses_sent_at_once_are_checked_one_after_the_other(site, mailman, monkeypatch):
+    # A count is read before Mailman is asked and written after: guesses
+    # sent together would all read "no failures yet", and each be checked.
+    asking, answer = threading.Event(), threading.Event()
+    asked = []
+
+    def slow_mailman(registry, address, password):
+        asked.append(password)
+        if password == "guess 0":
+            asking.set()
+            answer.wait(10)
+        raise LoginRefused(address)
+
+    monkeypatch.setattr(account_views, "check_login", slow_mailman)
+    first = []
+    thread = threading.Thread(target=lambda: first.append(log_in(browser(site, OFFICE), VICTIM, "guess 0")))
+    thread.start()
+    assert asking.wait(10)
+    at_once = [log_in(browser(site, ELSEWHERE), VICTIM, f"guess {n}") for n in range(1, 20)]
+    answer.set()
+    thread.join(10)
+    assert first[0].status_int == 403 and "not right" in first[0].text
+    assert {a.status_int for a in at_once} == {429} and int(at_once[0].headers["Retry-After"]) > 0
+    assert asked == ["guess 0"]
+    # Once the first guess is answered, the next is checked, and counted, as usual.
+    assert log_in(browser(site, ELSEWHERE), VICTIM, "guess 20").status_int == 403
+    assert asked == ["guess 0", "guess 20"]
 
 
 def test_a_guessed_account_opens_again_after_ten_minutes(site, mailman, clock):

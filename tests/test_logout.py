@@ -4,11 +4,16 @@ A session cookie is signed, not stored: without a record in the archive a
 copy taken before logging out would stay good for its two weeks.
 """
 
+import time
+from configparser import ConfigParser
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 import transaction
 from pyramid.scripting import prepare
+from pyramid.session import JSONSerializer
+from webob.cookies import SignedSerializer
 from webtest import TestApp
 
 from kittypyr import main
@@ -133,5 +138,35 @@ def test_an_archive_from_before_logout_records_is_upgraded(tmp_path):
             assert archive.schema_version == len(EVOLVE_STEPS)
             assert len(archive.session_generations) == 0
             transaction.abort()
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+EXAMPLE_CONFIGS = [Path(__file__).resolve().parent.parent / name
+                   for name in ("production.ini", "deploy/kittypyr.ini", "development.ini")]
+
+
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS, ids=lambda path: path.name)
+def test_the_example_configurations_secret_signs_no_session(tmp_path, config):
+    # The example's kittypyr.secret is published with kittypyr: a site left
+    # with it must not take a cookie anyone could have signed with it.
+    parser = ConfigParser(interpolation=None)
+    parser.read(config)
+    example_secret = parser["app:main"]["kittypyr.secret"]
+    (tmp_path / "blobs").mkdir()
+    app = main({}, **{"zodbconn.uri": f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs",
+                      "kittypyr.base_url": "http://localhost/", "kittypyr.secret": example_secret,
+                      "kittypyr.admins": "admin@example.org"})
+    try:
+        fill(app)
+        signer = SignedSerializer(example_secret, "kittypyr.session.", "sha512", serializer=JSONSerializer())
+        now = time.time()
+        forged = signer.dumps((now, now, {"user": {"address": "admin@example.org", "display_name": "Forged",
+                                                   "user_id": "", "generation": 0}})).decode("ascii")
+        browser = replay(app, forged)
+        page = browser.get("/admin/", status=403)
+        assert "login-form" in page.forms and "Forged" not in page.text
+        page = browser.get(f"/list/{PRIVATE}/", status=403)
+        assert "login-form" in page.forms and "Budget" not in page.text
     finally:
         app.registry._zodb_databases[""].close()

@@ -91,6 +91,25 @@ def test_login_with_the_mailman_password(stack):
     assert "Log in" in reader.get("/").text
 
 
+def test_an_address_spelled_another_way_gets_no_more_password_guesses(stack):
+    # Mailman reads the address in a URL path, which undoes %-escapes and
+    # stops at "?" or "#": each such spelling names the same account.
+    guarded = "guarded@example.org"
+    stack.create_user(guarded, "Guarded", PASSWORD)
+    for n in range(5):
+        assert stack.archive.reader().log_in(guarded, f"wrong password {n}").status_code == 403
+    assert stack.archive.reader().log_in(guarded, PASSWORD).status_code == 429
+    for spelling in ("guarded%40example.org", "%67uarded@example.org", "guarded@example.org?1",
+                     "guarded@example.org#1", "guarded@example.org/x/.."):
+        reader = stack.archive.reader()
+        answer = reader.log_in(spelling, PASSWORD)
+        assert answer.status_code == 403 and "not right" in answer.text, spelling
+        assert "Log out" not in reader.get("/").text
+    # A "%" that starts no escape is read as it is: that account logs in.
+    stack.create_user("half%.half@example.org", "Half", PASSWORD)
+    assert stack.archive.reader().log_in("half%.half@example.org", PASSWORD).status_code == 303
+
+
 def test_sign_up_confirm_by_mail_then_log_in(stack):
     address = "newcomer@example.org"
     reader = stack.archive.reader()

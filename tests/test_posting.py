@@ -218,3 +218,42 @@ def test_a_post_run_again_after_a_conflict_is_sent_once(tmp_path, mailman, smtp)
         assert len([m for m in smtp.messages if b"Once only" in m.data]) == 1
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_sign_up_mails_no_text_of_the_signers_choosing(site, mailman, smtp, monkeypatch):
+    # Anyone may sign up with anyone's address: the confirmation mail goes
+    # to that address from the site, and must say only what the site says.
+    from kittypyr.views import accounts as account_views
+
+    monkeypatch.setattr(account_views, "create_account", lambda registry, address, name, password: None)
+    app = TestApp(site)
+    form = app.get("/signup").forms["signup-form"]
+    form["address"] = "someone@example.org"
+    form["display_name"] = "your account is locked. Unlock it at https://evil.example/unlock today"
+    form["password"] = form["password_again"] = "a long password"
+    assert "We sent a mail to" in form.submit(status=200).text
+    sent = smtp.wait_for(timeout=10)
+    assert sent.rcpt_tos == ["someone@example.org"]
+    text = sent.message.get_content()
+    assert "confirm?token=" in text
+    assert "evil.example" not in text and "locked" not in text
+
+
+@pytest.mark.parametrize("address", ["a/b@example.org", "a%2Fb@example.org", "a?b@example.org", "a#b@example.org",
+                                     "%67uarded@example.org"])
+def test_no_account_is_made_for_an_address_that_could_never_log_in(site, mailman, smtp, monkeypatch, address):
+    # Mailman takes these characters in an address, but finds an account by
+    # its address in a URL path, where they mean something else: the account
+    # could be neither confirmed nor logged in to.
+    from kittypyr.views import accounts as account_views
+
+    made = []
+    monkeypatch.setattr(account_views, "create_account", lambda registry, *account: made.append(account))
+    app = TestApp(site)
+    form = app.get("/signup").forms["signup-form"]
+    form["address"] = address
+    form["password"] = form["password_again"] = "a long password"
+    page = form.submit(status=400)
+    assert "cannot be used for an account" in page.text
+    assert made == []
+    assert smtp.messages == []

@@ -216,6 +216,18 @@ def test_login_goes_back_only_to_pages_of_this_site(site, mailman):
     assert form.submit().location == "http://localhost/"
 
 
+def test_login_goes_back_to_a_page_named_in_any_script(site, mailman):
+    # A link to the login form may name its page unescaped: the way back is
+    # a header, which holds ASCII only.
+    app = TestApp(site)
+    form = app.get("/login", {"came_from": "/search?q=日本語"}).forms["login-form"]
+    form["address"], form["password"] = MEMBER, mailman.passwords[MEMBER]
+    answer = form.submit()
+    assert answer.status_int == 303
+    assert answer.location == "http://localhost/search?q=%E6%97%A5%E6%9C%AC%E8%AA%9E"
+    assert "Mia Member" in app.get("/").text
+
+
 def test_forms_without_the_session_token_are_refused(site, mailman):
     app = TestApp(site)
     app.post("/login", {"address": MEMBER, "password": mailman.passwords[MEMBER]}, status=400)
@@ -260,3 +272,14 @@ def test_search_answers_tell_nothing_of_a_private_lists_words_by_their_scores(si
     app = TestApp(site)
     hits = app.get("/api/search", {"q": "Everyone"}).json["results"]
     assert len(hits) == 1 and "score" not in hits[0]
+
+
+def test_an_address_with_a_lone_percent_sign_logs_in(site, mailman):
+    # Mailman reads "%" followed by anything but two hex digits as it is.
+    mailman.add_user("half%.half@example.org", "Half", roles=[(PRIVATE, "member")])
+    app = TestApp(site)
+    assert log_in(app, "half%.half@example.org").status_int == 303
+    assert app.get(f"/list/{PRIVATE}/").status_int == 200
+    # Written with escapes, it names the same account another way: refused.
+    refused = log_in(TestApp(site), "half%25.half@example.org")
+    assert refused.status_int == 403 and "not right" in refused.text

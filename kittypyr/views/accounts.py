@@ -2,7 +2,7 @@
 
 import logging
 import re
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pyramid.httpexceptions import HTTPForbidden, HTTPSeeOther
 from pyramid.renderers import render_to_response
@@ -29,6 +29,16 @@ log = logging.getLogger(__name__)
 CONFIRMATION_MAX_AGE = 3 * 24 * 3600
 MIN_PASSWORD_LENGTH = 8
 _ADDRESS = re.compile(r"^[^@\s<>\"]+@[^@\s<>\"]+\.[^@\s<>\"]+$")
+# Mailman's REST API finds an account by its address in a URL path, which
+# undoes %-escapes, stops at "?" or "#" and walks "/": written with any of
+# these, one account would have endless spellings, each with its own count
+# of wrong passwords. A login address has none of them (a "%" not followed
+# by two hex digits is read as it is, and may stay).
+_LOGIN_ADDRESS = re.compile(r"^(?!.*%[0-9a-fA-F]{2})[^@\s<>\"/\\?#]+@[^@\s<>\"/\\?#]+$")
+
+
+# What a path or a query keeps as it is: its delimiters and escapes.
+_URL_SAFE = "/?:@!$&'()*+,;=%~"
 
 
 def safe_came_from(request, value):
@@ -36,7 +46,10 @@ def safe_came_from(request, value):
     parts = urlsplit(value or "")
     if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
         return request.resource_url(request.root)
-    return parts.path + (f"?{parts.query}" if parts.query else "")
+    # It becomes the Location header, which holds ASCII only: a link may
+    # name its page unescaped (?q=日本語), as a browser's address bar does.
+    path = quote(parts.path, safe=_URL_SAFE)
+    return path + (f"?{quote(parts.query, safe=_URL_SAFE)}" if parts.query else "")
 
 
 def _login_form(request, came_from, address="", error=None, status=200):
@@ -61,6 +74,17 @@ def login(context, request):
     # believe from anyone): waitress puts the forwarded address there only
     # when the request comes from its trusted_proxy.
     client = request.remote_addr
+    if not _LOGIN_ADDRESS.match(address):
+        # No account is written so: nothing to ask Mailman, nothing to count.
+        return _login_form(request, came_from, address, status=403,
+                           error="The address or the password is not right.")
+    if not login_throttle.checking(address):
+        request.response.headers["Retry-After"] = "1"
+        return _login_form(request, came_from, address, status=429, error=(
+            "A password for this address is being checked right now. Try again in a moment."))
+    # Finished callbacks run after pyramid_tm has committed (or aborted):
+    # the next guess reads this one's failure.
+    request.add_finished_callback(lambda request: login_throttle.checked(address))
     failures = context.login_failures
     wait = login_throttle.wait_seconds(failures, address, client)
     if wait > 0:
@@ -118,6 +142,11 @@ def signup(context, request):
     password = request.POST.get("password", "")
     if not _ADDRESS.match(values["address"]):
         return _signup_form(request, values, "Please give a valid e-mail address.", 400)
+    if not _LOGIN_ADDRESS.match(values["address"]):
+        # Mailman would take it, but could find it neither to confirm it nor
+        # to log in (see _LOGIN_ADDRESS).
+        return _signup_form(request, values, (
+            "An address with /, ?, # or a %-escape in it cannot be used for an account here."), 400)
     if len(password) < MIN_PASSWORD_LENGTH:
         return _signup_form(request, values,
                             f"Please choose a password of at least {MIN_PASSWORD_LENGTH} characters.", 400)
@@ -138,10 +167,13 @@ def signup(context, request):
                             503)
     token = sign(request.registry, "confirm", values["address"], CONFIRMATION_MAX_AGE)
     link = f"{base_url(request)}confirm?token={token}"
+    # Whoever signs up chooses the address this goes to: the mail greets the
+    # address, never the name they typed, or the site would mail anyone a
+    # text of a stranger's choosing.
     message = mailer.new_message(
         request, f"noreply@{urlsplit(base_url(request)).hostname or 'localhost'}", "kittypyr archive",
         values["address"], "Confirm your address",
-        f"Hello {values['display_name'] or values['address']},\n\n"
+        f"Hello {values['address']},\n\n"
         f"someone, probably you, signed up at {base_url(request)} with this address.\n"
         f"To confirm it, open this link within three days:\n\n{link}\n\n"
         "If it was not you, ignore this mail: nothing more will happen.\n")

@@ -65,12 +65,16 @@ def _bootstrap_storage(registry, attempts=5):
     """Create or upgrade the archive once at start-up, not in a page view.
 
     Several processes may start at once against one ZEO server: the losers
-    of that race retry and find the archive made.
+    of that race retry and find the archive made. The archive's own
+    secret is read then, for a site that leaves ``kittypyr.secret`` unset.
     """
+    from kittypyr.security import adopt_archive_secret
+
     for attempt in range(attempts):
         with prepare(registry=registry) as env:
             try:
                 env["request"].tm.commit()
+                adopt_archive_secret(registry, env["root"])
                 return
             except ConflictError:
                 if attempt == attempts - 1:

@@ -1,5 +1,7 @@
 """Finding the archive in the ZODB, and creating or upgrading it."""
 
+import secrets
+
 from BTrees.OOBTree import OOBTree
 from pyramid_zodbconn import get_connection
 
@@ -151,6 +153,8 @@ def bootstrap_archive(zodb_root, registry):
         archive.schema_version = version
     if not catalog_is_in_sync(archive, registry):
         sync_catalog(archive, registry)
+    if archive.secret is None:
+        archive.secret = secrets.token_hex(32)
     return archive
 
 

@@ -45,7 +45,7 @@ from kittypyr.rendering import obfuscate_address, render_body
 from kittypyr.resources import Archive, MailingList, Message, Thread
 from kittypyr.resources.browsing import Month, ThreadAlias
 from kittypyr.search import SearchLimits, message_query, visible_list_addresses
-from kittypyr.security import SITE_ADMIN, memberships, site_admins
+from kittypyr.security import SITE_ADMIN, memberships, site_admins, site_secret
 from kittypyr.stats import activity_of
 from kittypyr.views.presentation import display_name, set_validators, subject_line
 from kittypyr.views.threads import shown_part
@@ -260,7 +260,7 @@ def search_feed(context, request):
 
 def _key_signature(registry, address, generation):
     message = f"kittypyr.feed-key\x1f{address}\x1f{generation}".encode("utf-8")
-    return hmac.new(registry.kittypyr_secret.encode("utf-8"), message, hashlib.sha256).hexdigest()[:32]
+    return hmac.new(site_secret(registry).encode("utf-8"), message, hashlib.sha256).hexdigest()[:32]
 
 
 def _generation(request, address):

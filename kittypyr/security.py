@@ -49,8 +49,9 @@ MEMBERSHIP_TTL = 60.0
 # After a failed lookup, try Mailman again this soon, not at every page.
 MEMBERSHIP_FAILURE_TTL = 10.0
 ROLES = ("member", "owner", "moderator")
-# How kittypyr.secret begins in the example configurations (production.ini,
-# deploy/kittypyr.ini, development.ini): a value to replace, never to sign with.
+# How kittypyr.secret began in the example configurations (production.ini,
+# deploy/kittypyr.ini, development.ini) before they left it to the archive:
+# a value to replace, never to sign with.
 EXAMPLE_SECRET_PREFIX = "change-me"
 
 
@@ -355,7 +356,7 @@ def unsign(registry, purpose, token):
 
 
 def _signature(registry, payload):
-    key = registry.kittypyr_secret.encode("utf-8")
+    key = site_secret(registry).encode("utf-8")
     return hmac.new(key, b"kittypyr.link." + payload.encode("ascii"), hashlib.sha256).hexdigest()
 
 
@@ -369,14 +370,15 @@ def may(request, permission, context):
     return bool(request.has_permission(permission, context))
 
 
-def session_factory_under_prefix(secret, **options):
+def session_factory_under_prefix(**options):
     """A session factory whose cookie's path is the prefix the archive is served under.
 
     The prefix is the request's SCRIPT_NAME (waitress's ``url_prefix``, or a
     proxy's prefix made SCRIPT_NAME by the server), ``/`` when there is none:
     another application on the same host (Postorius under ``/mailman3/``, a
     second archive) never receives the cookie. One factory per prefix; a
-    server has one or two.
+    server has one or two. Cookies are signed with ``site_secret``, known
+    once the storage has started.
     """
     factories = {}
 
@@ -384,30 +386,54 @@ def session_factory_under_prefix(secret, **options):
         path = request.script_name or "/"
         factory = factories.get(path)
         if factory is None:
-            factory = factories[path] = SignedCookieSessionFactory(secret, path=path, **options)
+            factory = factories[path] = SignedCookieSessionFactory(site_secret(request.registry), path=path,
+                                                                   **options)
         return factory(request)
 
     return session_for
 
 
+def configured_secret(settings):
+    """``kittypyr.secret`` as set, or "" when it is not or holds a published example value."""
+    secret = settings.get("kittypyr.secret", "").strip()
+    if secret.lower().startswith(EXAMPLE_SECRET_PREFIX):
+        # The example configurations once shipped such a value: published
+        # with kittypyr, anyone could sign a session with it, as any reader
+        # or administrator.
+        log.warning("kittypyr.secret is still an example's %r, which anyone could sign with: the archive's "
+                    "own secret is used instead; remove the line or set a long random string", secret)
+        return ""
+    return secret
+
+
+def site_secret(registry):
+    """What signs session cookies, links in mail and feed keys.
+
+    ``kittypyr.secret`` when set; otherwise the archive's own (``Archive.secret``,
+    made at its first start), which every process of the archive reads, so
+    that sessions outlive a restart and hold in every process with nothing
+    to configure. An application whose storage has not started yet (made
+    without ``kittypyr.main``) signs with a secret of its own process.
+    """
+    secret = getattr(registry, "kittypyr_secret", None)
+    if secret is None:
+        secret = registry.kittypyr_secret = secrets.token_hex(32)
+    return secret
+
+
+def adopt_archive_secret(registry, archive):
+    """At start-up: sign with ``archive``'s own secret unless ``kittypyr.secret`` gave one."""
+    if getattr(registry, "kittypyr_secret", None) is None:
+        registry.kittypyr_secret = archive.secret
+
+
 def includeme(config):
     settings = config.registry.settings
-    secret = settings.get("kittypyr.secret", "")
-    if secret.lower().startswith(EXAMPLE_SECRET_PREFIX):
-        # The example configurations' value is published with kittypyr:
-        # anyone could sign a session with it, as any reader or administrator.
-        log.warning("kittypyr.secret is still the example's %r: set a long random string", secret)
-        secret = ""
-    if not secret:
-        # Sessions then last as long as the process, and are not shared
-        # between processes: fine for a try-out, not for a site.
-        log.warning("kittypyr.secret is not set: sessions end when this process stops")
-        secret = secrets.token_hex(32)
-    config.registry.kittypyr_secret = secret
+    config.registry.kittypyr_secret = configured_secret(settings) or None
     cookie_name = settings.setdefault("kittypyr.session_cookie", "kittypyr_session")
     secure = settings.get("kittypyr.base_url", "").startswith("https:")
     config.set_session_factory(session_factory_under_prefix(
-        secret, cookie_name=cookie_name, httponly=True, samesite="Lax", secure=secure,
+        cookie_name=cookie_name, httponly=True, samesite="Lax", secure=secure,
         timeout=14 * 24 * 3600, reissue_time=3600, salt="kittypyr.session."))
     config.set_security_policy(SecurityPolicy())
     config.set_default_permission("view")

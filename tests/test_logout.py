@@ -144,22 +144,26 @@ def test_an_archive_from_before_logout_records_is_upgraded(tmp_path):
 
 EXAMPLE_CONFIGS = [Path(__file__).resolve().parent.parent / name
                    for name in ("production.ini", "deploy/kittypyr.ini", "development.ini")]
+# What the example configurations said before they left the secret to the
+# archive: published with kittypyr, so sites may still have them.
+PUBLISHED_SECRETS = ["CHANGE-ME", "CHANGE-ME-to-a-long-random-string", "change-me-development-only"]
 
 
-@pytest.mark.parametrize("config", EXAMPLE_CONFIGS, ids=lambda path: path.name)
-def test_the_example_configurations_secret_signs_no_session(tmp_path, config):
-    # The example's kittypyr.secret is published with kittypyr: a site left
-    # with it must not take a cookie anyone could have signed with it.
-    parser = ConfigParser(interpolation=None)
-    parser.read(config)
-    example_secret = parser["app:main"]["kittypyr.secret"]
-    (tmp_path / "blobs").mkdir()
-    app = main({}, **{"zodbconn.uri": f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs",
-                      "kittypyr.base_url": "http://localhost/", "kittypyr.secret": example_secret,
-                      "kittypyr.admins": "admin@example.org"})
+def app_on(folder, **settings):
+    folder.mkdir(exist_ok=True)
+    (folder / "blobs").mkdir(exist_ok=True)
+    return main({}, **dict({"zodbconn.uri": f"file://{folder}/Data.fs?blobstorage_dir={folder}/blobs",
+                            "kittypyr.base_url": "http://localhost/"}, **settings))
+
+
+@pytest.mark.parametrize("published", PUBLISHED_SECRETS)
+def test_a_published_example_secret_signs_no_session(tmp_path, published):
+    # A site left with the example's kittypyr.secret must not take a cookie
+    # anyone could have signed with it.
+    app = app_on(tmp_path, **{"kittypyr.secret": published, "kittypyr.admins": "admin@example.org"})
     try:
         fill(app)
-        signer = SignedSerializer(example_secret, "kittypyr.session.", "sha512", serializer=JSONSerializer())
+        signer = SignedSerializer(published, "kittypyr.session.", "sha512", serializer=JSONSerializer())
         now = time.time()
         forged = signer.dumps((now, now, {"user": {"address": "admin@example.org", "display_name": "Forged",
                                                    "user_id": "", "generation": 0}})).decode("ascii")
@@ -170,3 +174,70 @@ def test_the_example_configurations_secret_signs_no_session(tmp_path, config):
         assert "login-form" in page.forms and "Budget" not in page.text
     finally:
         app.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS, ids=lambda path: path.name)
+def test_the_example_configurations_start_without_a_warning_and_keep_sessions(tmp_path, config, mailman, caplog):
+    # The examples leave kittypyr.secret to the archive: nothing to change
+    # before a first start, and nothing published to sign with.
+    parser = ConfigParser(interpolation=None)
+    parser.read(config)
+    # Its own settings but where the site is served and its Mailman.
+    settings = {key: value for key, value in parser["app:main"].items()
+                if key.startswith("kittypyr.") and key != "kittypyr.base_url" and not key.startswith("kittypyr.mailman")}
+    caplog.set_level("WARNING", logger="kittypyr")
+    app = app_on(tmp_path / "first", **settings)
+    try:
+        fill(app)
+        browser = TestApp(app)
+        assert log_in(browser, MEMBER).status_int == 303
+        cookie = browser.cookies[COOKIE]
+    finally:
+        app.registry._zodb_databases[""].close()
+    assert [record.getMessage() for record in caplog.records if record.levelname == "WARNING"] == []
+    again = app_on(tmp_path / "first", **settings)
+    try:
+        assert "Budget" in replay(again, cookie).get(f"/list/{PRIVATE}/").text
+    finally:
+        again.registry._zodb_databases[""].close()
+
+
+def test_without_a_secret_a_session_outlives_a_restart(tmp_path, mailman):
+    app = app_on(tmp_path / "archive")
+    try:
+        fill(app)
+        browser = TestApp(app)
+        log_in(browser, MEMBER)
+        cookie = browser.cookies[COOKIE]
+    finally:
+        app.registry._zodb_databases[""].close()
+    restarted = app_on(tmp_path / "archive")
+    try:
+        assert "Budget" in replay(restarted, cookie).get(f"/list/{PRIVATE}/").text
+    finally:
+        restarted.registry._zodb_databases[""].close()
+    # Another archive has a secret of its own: the cookie means nothing there.
+    other = app_on(tmp_path / "other")
+    try:
+        fill(other)
+        assert_anonymous(replay(other, cookie))
+    finally:
+        other.registry._zodb_databases[""].close()
+
+
+def test_without_a_secret_every_process_of_an_archive_takes_its_sessions(tmp_path, shared_storage, mailman):
+    apps = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        apps.append(main({}, **{"zodbconn.uri": shared_storage.uri(tmp_path / name),
+                                "kittypyr.base_url": "http://localhost/"}))
+    first, second = apps
+    try:
+        fill(first)
+        browser = TestApp(first)
+        log_in(browser, MEMBER)
+        shared_storage.catch_up(second.registry._zodb_databases[""])
+        assert "Budget" in replay(second, browser.cookies[COOKIE]).get(f"/list/{PRIVATE}/").text
+    finally:
+        for app in apps:
+            app.registry._zodb_databases[""].close()

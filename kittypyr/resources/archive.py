@@ -54,6 +54,10 @@ class Archive(Persistent):
     __parent__ = None
 
     schema_version = 0
+    # What signs sessions, links in mail and feed keys when kittypyr.secret
+    # is not set (kittypyr.security.site_secret): made at the first start,
+    # shared by every process of the archive. None until then.
+    secret = None
 
     __acl__ = [
         (Allow, "site-admin", ALL_PERMISSIONS),

@@ -93,6 +93,17 @@ def mailman_available(request):
     return presence.available(request.registry)
 
 
+def signup_offered(request):
+    """Whether signing up can work: Mailman answers, and the site knows its own address.
+
+    The confirmation link must be made from ``kittypyr.base_url``: made
+    from the request, its host would be whatever the one signing up wrote
+    in the Host header, and the mail to someone else's address would carry
+    the token to their host.
+    """
+    return request.mailman_available and bool(request.registry.settings.get("kittypyr.base_url"))
+
+
 class MailmanAvailablePredicate:
     """View predicate ``mailman_available=True|False``."""
 
@@ -155,6 +166,7 @@ def explain_new_thread(context, request):
 
 def includeme(config):
     config.add_request_method(mailman_available, "mailman_available", reify=True)
+    config.add_request_method(signup_offered, "signup_offered", reify=True)
     config.add_view_predicate("mailman_available", MailmanAvailablePredicate)
     config.add_subscriber(template_helpers, BeforeRender)
     from kittypyr.resources import Archive, MailingList, Message

@@ -257,3 +257,31 @@ def test_no_account_is_made_for_an_address_that_could_never_log_in(site, mailman
     assert "cannot be used for an account" in page.text
     assert made == []
     assert smtp.messages == []
+
+
+def test_without_the_sites_address_no_sign_up_mails_a_link_the_request_chose(tmp_path, mailman, smtp, monkeypatch):
+    # Without kittypyr.base_url a confirmation link could only be made from
+    # the request's Host header, which whoever signs up writes: a link to
+    # their own host in a mail to someone else's address would hand them the
+    # token that confirms an account with their password.
+    from kittypyr.views import accounts as account_views
+
+    made = []
+    monkeypatch.setattr(account_views, "create_account", lambda registry, *account: made.append(account))
+    app = make_app(tmp_path)
+    app.registry.settings.update({"kittypyr.base_url": "", "kittypyr.smtp_host": "127.0.0.1",
+                                  "kittypyr.smtp_port": str(smtp.port)})
+    try:
+        browser = TestApp(app, extra_environ={"HTTP_HOST": "evil.example"})
+        assert "Sign up" not in browser.get("/").text
+        login = browser.get("/login")
+        assert "Sign up" not in login.text
+        page = browser.get("/signup", status=404)
+        assert "kittypyr.base_url" in page.text
+        page = browser.post("/signup", {"address": "someone@example.org", "password": "a long password",
+                                        "password_again": "a long password",
+                                        "csrf_token": login.forms["login-form"]["csrf_token"].value}, status=404)
+        assert "kittypyr.base_url" in page.text
+        assert made == [] and smtp.messages == []
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -119,13 +119,20 @@ def logout(context, request):
 
 def _signup_form(request, values=None, error=None, status=200):
     request.response.status = status
-    return {"values": values or {}, "error": error, "sent_to": None,
+    return {"values": values or {}, "error": error, "sent_to": None, "unoffered": False,
             "csrf_token": request.session.get_csrf_token()}
+
+
+def _signup_unoffered(request):
+    """The sign-up page of a site without ``kittypyr.base_url`` (see ``standalone.signup_offered``)."""
+    return dict(_signup_form(request, status=404), unoffered=True)
 
 
 @view_config(context=Archive, name="signup", request_method="GET", renderer="kittypyr.templates:signup.pt",
              permission=NO_PERMISSION_REQUIRED)
 def signup_form(context, request):
+    if not request.signup_offered:
+        return _signup_unoffered(request)
     return _signup_form(request)
 
 
@@ -135,6 +142,8 @@ SIGNED_UP_KEY = "kittypyr.signed_up_address"
 @view_config(context=Archive, name="signup", request_method="POST", renderer="kittypyr.templates:signup.pt",
              permission=NO_PERMISSION_REQUIRED)
 def signup(context, request):
+    if not request.signup_offered:
+        return _signup_unoffered(request)
     values = {
         "address": mailer.single_line(request.POST.get("address", "")).lower(),
         "display_name": mailer.single_line(request.POST.get("display_name", "")),

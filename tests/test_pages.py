@@ -151,10 +151,35 @@ def test_message_raw_and_attachments(browser):
     assert image.headers["X-Content-Type-Options"] == "nosniff"
     exe = browser.get(f"/list/{LIST}/message/{h(2)}/attachment/3/tool.exe")
     assert exe.headers["Content-Disposition"].startswith("attachment")
-    assert exe.content_type == "application/x-msdownload"
+    # Saved under its name, never given a type of the sender's choosing.
+    assert exe.content_type == "application/octet-stream"
+    assert exe.headers["Content-Disposition"].endswith("filename*=UTF-8''tool.exe")
     redirect = browser.get(f"/list/{LIST}/message/{h(2)}/attachment/2/", status=301)
     assert redirect.location.endswith("/attachment/2/chart.png")
     browser.get(f"/list/{LIST}/message/{h(2)}/attachment/9/x", status=404)
+
+
+@pytest.mark.parametrize("content_type, name", [
+    ("application/javascript", "gadget.js"), ("text/javascript", "gadget.mjs"), ("text/css", "look.css"),
+    ("text/html", "page.html"), ("image/svg+xml", "drawing.svg"), ("application/wasm", "code.wasm")])
+def test_an_attachment_is_never_served_as_a_type_a_page_could_run(tmp_path, content_type, name):
+    # Attachments are served from the site's own address, which its content
+    # security policy trusts for scripts and styles: served as what the
+    # sender said, any page of the site could load one as its script.
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], LIST), mail(
+                9, body=multipart("mixed", text_part("See the file.\n"),
+                                  attachment(b"alert(document.cookie)", content_type, name))))
+            transaction.commit()
+        served = TestApp(app).get(f"/list/{LIST}/message/{h(9)}/attachment/2/{name}")
+        assert served.body == b"alert(document.cookie)"
+        assert served.content_type == "application/octet-stream"
+        assert served.headers["Content-Disposition"].startswith("attachment")
+        assert served.headers["X-Content-Type-Options"] == "nosniff"
+    finally:
+        app.registry._zodb_databases[""].close()
 
 
 def test_unknown_names_give_helpful_404(browser):

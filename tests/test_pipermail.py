@@ -233,7 +233,8 @@ def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp
     html_path = attachment_path(posts[2], 1, "attachment.html")
     page = browser.get(moved(browser, f"/pipermail/dev/attachments/{html_path}"))
     assert page.body == PAGE_HTML
-    assert page.content_type == "text/html"
+    # Saved, never shown as a page of the site.
+    assert page.content_type == "application/octet-stream"
     assert page.headers["Content-Disposition"].startswith("attachment;")
     # The message is the one the month file brought: same hash, same thread,
     # its original untouched; the page lists the files and says where they came from.

@@ -31,6 +31,10 @@ from kittypyr.views.presentation import (
 MAX_INDENT = 8
 
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+# Types no page can run or apply, served as the sender gave them; any other
+# attachment is saved as application/octet-stream (see ``attachment``).
+INERT_TYPES = INLINE_TYPES | frozenset({"text/plain", "application/pdf", "application/zip", "application/gzip",
+                                        "application/x-tar", "application/octet-stream"})
 
 # Attachments readers want to read in the browser (patches are often sent
 # as application/octet-stream): offered as text/plain, never as what they say.
@@ -290,8 +294,13 @@ class MessageViews:
                                 content_type="text/plain", charset="utf-8")
             response.content_disposition = "inline"
             return response
-        response = Response(body=attachment.data(), content_type=attachment.content_type)
-        disposition = "inline" if attachment.content_type in INLINE_TYPES else "attachment"
+        # Served from the site's own address, which its content security
+        # policy trusts for scripts and styles: a type of the sender's
+        # choosing (JavaScript, CSS) would let any page of the site load the
+        # file as its own. Saved, it keeps its name.
+        content_type = attachment.content_type if attachment.content_type in INERT_TYPES else "application/octet-stream"
+        disposition = "inline" if content_type in INLINE_TYPES else "attachment"
+        response = Response(body=attachment.data(), content_type=content_type)
         response.content_disposition = f"{disposition}; filename*=UTF-8''{quote(attachment.filename, safe='')}"
         return response
 

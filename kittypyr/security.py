@@ -334,6 +334,48 @@ class LoginThrottle:
 login_throttle = LoginThrottle()
 
 
+# Sign-ups one client address may make within the login throttle's window.
+SIGNUP_LIMIT = 5
+
+
+class SignupThrottle:
+    """Bounds the confirmation mails one client can have the site send.
+
+    Anyone may sign up any address, and each sign-up makes a Mailman
+    account and mails the address a link: without a bound, one client could
+    have the site mail thousands of strangers. A client address gets
+    ``limit`` sign-ups within the login throttle's window; the others wait
+    until the oldest ages out. The sign-ups are counted with the wrong
+    passwords (``archive.login_failures``), whose generations age by that
+    same window, so that every process counts them.
+    """
+
+    def __init__(self, limit=SIGNUP_LIMIT, clock=time.time):
+        self.limit = limit
+        self.clock = clock
+
+    @property
+    def window(self):
+        return login_throttle.window
+
+    def wait_seconds(self, counts, client):
+        """Seconds ``client`` must wait before its next sign-up; 0 if none."""
+        now = self.clock()
+        client = client or ""
+        recent = sorted(when for (_, _, when, _), count in counts.items(("signup", client), ("signup", client, math.inf))
+                        for _ in range(count) if when > now - self.window)
+        if len(recent) < self.limit:
+            return 0
+        return max(1, math.ceil(recent[-self.limit] + self.window - now))
+
+    def signed_up(self, counts, client, address):
+        now = self.clock()
+        counts.add(("signup", client or "", int(now), address), now, self.window)
+
+
+signup_throttle = SignupThrottle()
+
+
 def sign(registry, purpose, value, max_age):
     """``value`` (a string) with its expiry and a signature, for a link in a mail."""
     expires = int(time.time() + max_age)

@@ -4,6 +4,7 @@ Roles come from FakeMailman; test_mailman.py sends a reply through a real
 Mailman core and sees it come back archived.
 """
 
+import time
 from datetime import datetime, timezone
 from email.message import EmailMessage
 
@@ -15,6 +16,7 @@ from webtest import TestApp
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.mailer import add_reply_headers
 from kittypyr.msgid import message_id_hash
+from kittypyr.security import SIGNUP_LIMIT
 from kittypyr.suite.mta import SMTPSink
 from tests.accounts import FakeMailman, log_in
 from tests.mailbuilder import make_message
@@ -283,5 +285,41 @@ def test_without_the_sites_address_no_sign_up_mails_a_link_the_request_chose(tmp
                                         "csrf_token": login.forms["login-form"]["csrf_token"].value}, status=404)
         assert "kittypyr.base_url" in page.text
         assert made == [] and smtp.messages == []
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_one_client_can_have_only_a_few_confirmation_mails_sent_at_a_time(tmp_path, mailman, smtp, monkeypatch):
+    # Anyone may sign up any address, and each sign-up makes an account and
+    # mails that address: without a bound, one client could have the site
+    # mail thousands of strangers.
+    from kittypyr.views import accounts as account_views
+
+    made = []
+    monkeypatch.setattr(account_views, "create_account", lambda registry, *account: made.append(account))
+    app = make_app(tmp_path)
+    app.registry.settings.update({"kittypyr.smtp_host": "127.0.0.1", "kittypyr.smtp_port": str(smtp.port)})
+
+    def sign_up(browser, address, status):
+        form = browser.get("/signup").forms["signup-form"]
+        form["address"] = address
+        form["password"] = form["password_again"] = "a long password"
+        return form.submit(status=status)
+
+    try:
+        flooder = TestApp(app, extra_environ={"REMOTE_ADDR": "192.0.2.7"})
+        for n in range(SIGNUP_LIMIT):
+            assert "We sent a mail to" in sign_up(flooder, f"stranger{n}@example.org", 200).text
+        refused = sign_up(flooder, "one-more@example.org", 429)
+        assert "Too many sign-ups" in refused.text and int(refused.headers["Retry-After"]) > 0
+        assert [account[0] for account in made] == [f"stranger{n}@example.org" for n in range(SIGNUP_LIMIT)]
+        # Another reader is not held up by it.
+        other = TestApp(app, extra_environ={"REMOTE_ADDR": "198.51.100.3"})
+        assert "We sent a mail to" in sign_up(other, "someone@example.org", 200).text
+        deadline = time.monotonic() + 10
+        while len(smtp.messages) < SIGNUP_LIMIT + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(m.rcpt_tos[0] for m in smtp.messages) == sorted(
+            [f"stranger{n}@example.org" for n in range(SIGNUP_LIMIT)] + ["someone@example.org"])
     finally:
         app.registry._zodb_databases[""].close()

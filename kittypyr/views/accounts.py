@@ -1,6 +1,7 @@
 """Logging in and out with a Mailman identity, signing up, and the 403 page."""
 
 import logging
+import math
 import re
 from urllib.parse import quote, urlsplit
 
@@ -22,7 +23,7 @@ from kittypyr.mailman import (
     verify_address,
 )
 from kittypyr.resources import Archive, MailingList
-from kittypyr.security import User, login_throttle, sign, unsign
+from kittypyr.security import User, login_throttle, sign, signup_throttle, unsign
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,15 @@ def signup(context, request):
         # Run again after a conflict (pyramid_retry reuses the environ): the
         # account exists and its mail is sent; do neither twice.
         return dict(_signup_form(request), sent_to=values["address"])
+    counts = context.login_failures
+    wait = signup_throttle.wait_seconds(counts, request.remote_addr)
+    if wait:
+        request.response.retry_after = wait
+        return _signup_form(request, values, (
+            f"Too many sign-ups from your network just now. Please try again in {math.ceil(wait / 60)} "
+            f"minute(s)."), 429)
+    # Counted whatever Mailman answers: asking it about addresses is what is bounded.
+    signup_throttle.signed_up(counts, request.remote_addr, values["address"])
     try:
         create_account(request.registry, values["address"], values["display_name"], password)
     except AccountExists:

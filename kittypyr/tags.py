@@ -1,7 +1,9 @@
 """Tags that readers give threads, the ``tags`` catalog index and tag pages' queries.
 
 A tag is a short lower-case word (``mips``, ``needs-review``, ``2.6.x``);
-each reader may give a thread any tag once and take back their own. The
+each reader may give a thread up to MAX_TAGS_PER_READER tags, each once,
+and take back their own; the list's owners and moderators may take a tag
+off a thread for everyone (``drop_tag``). The
 catalog indexes threads by their tags, kept in step by ``ObjectModified``
 events with ``indexes=("tags",)``; ``tag:`` in searches and the tag pages
 ask that index.
@@ -20,6 +22,8 @@ from kittypyr.resources import Thread
 from kittypyr.resources.community import HIGHEST
 
 MAX_TAG_LENGTH = 40
+# Tags one reader may give one thread: anyone with an account may tag.
+MAX_TAGS_PER_READER = 20
 _TAG = re.compile(r"^\w[\w.+-]*$", re.UNICODE)
 
 
@@ -73,13 +77,23 @@ def make_tags_index():
     return _unindexed_as_tree(CatalogKeywordIndex(get_tags))
 
 
+class TooManyTags(ValueError):
+    """A reader gave a thread MAX_TAGS_PER_READER tags already."""
+
+
 def add_tag(thread, tag, reader_address, now=None, registry=None):
-    """Give ``thread`` the (normalized) ``tag`` from ``reader_address``; False if they had."""
+    """Give ``thread`` the (normalized) ``tag`` from ``reader_address``; False if they had.
+
+    Raises ``TooManyTags`` past MAX_TAGS_PER_READER of theirs on the thread.
+    """
     tagging = _tagging(thread)
     list_address, key = _prefix(thread)
     entry = (list_address, key, tag, reader_address)
     if entry in tagging.entries:
         return False
+    given = sum(1 for (_, _, _, address), _ in _entries(tagging, list_address, key) if address == reader_address)
+    if given >= MAX_TAGS_PER_READER:
+        raise TooManyTags(tag)
     tagging.entries[entry] = now or datetime.now(timezone.utc)
     given = (list_address, tag, key)
     tagging.by_list[given] = tagging.by_list.get(given, 0) + 1
@@ -98,6 +112,19 @@ def remove_tag(thread, tag, reader_address, registry=None):
     _uncount(tagging, (list_address, tag, key))
     notify(ObjectModified(thread, indexes=("tags",)), registry)
     return True
+
+
+def drop_tag(thread, tag, registry=None):
+    """Take ``tag`` off ``thread`` for every reader who gave it; how many had."""
+    tagging = _tagging(thread)
+    list_address, key = _prefix(thread)
+    entries = [entry for entry, _ in _entries(tagging, list_address, key) if entry[2] == tag]
+    for entry in entries:
+        del tagging.entries[entry]
+    if entries:
+        _uncount(tagging, (list_address, tag, key), by=len(entries))
+        notify(ObjectModified(thread, indexes=("tags",)), registry)
+    return len(entries)
 
 
 def _uncount(tagging, given, by=1):

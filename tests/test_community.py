@@ -345,6 +345,51 @@ def test_tagging_a_thread_and_taking_back_ones_own_tag(site, mailman):
     assert "No thread in these lists is tagged" in nothing.text
 
 
+def drop_tag_form(page, tag):
+    return next((f for f in page.forms.values() if f.action.endswith("/drop-tag") and f["tag"].value == tag), None)
+
+
+def test_a_lists_moderators_take_a_tag_off_a_thread_for_everyone(site, mailman):
+    # Any reader with an account may tag: vandalism must have an answer.
+    for address in (CAROL, DAVE):
+        tagger = reader(site, address)
+        form = tag_form(tagger.get(THREAD))
+        form["tag"] = "buy-cheap-pills"
+        form.submit()
+    carol = reader(site, CAROL)
+    assert drop_tag_form(carol.get(THREAD), "buy-cheap-pills") is None  # a member, not a moderator
+    carol.post(f"{THREAD}drop-tag", {"tag": "buy-cheap-pills", "csrf_token": csrf_token(carol)}, status=403)
+
+    owner = reader(site, ADA[1])
+    page = drop_tag_form(owner.get(THREAD), "buy-cheap-pills").submit().follow()
+    assert page.html.select("ul.tags a.tag") == []
+    anonymous = reader(site)
+    assert "No thread in these lists is tagged" in anonymous.get("/search", {"q": "tag:buy-cheap-pills"}).text
+    assert anonymous.get(f"/list/{PUBLIC}/tag/buy-cheap-pills/").html.select("ol.threads li") == []
+    with prepare(registry=site.registry) as env:
+        entry = env["root"].audit_log.newest(size=1, list_address=PUBLIC)[0]
+        assert entry.actor == ADA[1] and "buy-cheap-pills" in entry.summary and entry.threads == (h(0),)
+        transaction.abort()
+
+
+def test_a_reader_gives_one_thread_a_bounded_number_of_tags(site, mailman):
+    from kittypyr.tags import MAX_TAGS_PER_READER
+
+    dave = reader(site, DAVE)
+    for n in range(MAX_TAGS_PER_READER):
+        form = tag_form(dave.get(THREAD))
+        form["tag"] = f"tag{n}"
+        form.submit(status=303)
+    refused = dave.post(f"{THREAD}tag", {"tag": "one-more", "csrf_token": csrf_token(dave)}, status=400)
+    assert f"at most {MAX_TAGS_PER_READER} tags" in refused.text
+    assert "one-more" not in dave.get(THREAD).text
+    # Someone else still may.
+    carol = reader(site, CAROL)
+    form = tag_form(carol.get(THREAD))
+    form["tag"] = "one-more"
+    assert "one-more" in form.submit().follow().text
+
+
 def test_tags_of_private_lists_stay_private(site, mailman):
     member = reader(site, ADA[1])
     form = tag_form(member.get(f"/list/{PRIVATE}/thread/{h(10)}/"))

@@ -25,6 +25,7 @@ from pyramid.view import view_config
 from kittypyr import readers, tags, votes
 from kittypyr.people import first_and_last_post, posts_page, posts_per_list, recent_threads
 from kittypyr.resources import MailingList, Message, Thread
+from kittypyr.resources.admin import AuditEntry
 from kittypyr.resources.browsing import Tag, TagFolder
 from kittypyr.resources.community import People, Person
 from kittypyr.security import list_id_of
@@ -247,7 +248,11 @@ def tag_thread(context, request):
     if tag is None:
         raise HTTPBadRequest(f"A tag is a word of up to {tags.MAX_TAG_LENGTH} letters, digits, "
                              "dashes, dots or plus signs.")
-    tags.add_tag(context, tag, request.user.address, registry=request.registry)
+    try:
+        tags.add_tag(context, tag, request.user.address, registry=request.registry)
+    except tags.TooManyTags:
+        raise HTTPBadRequest(f"You gave this thread at most {tags.MAX_TAGS_PER_READER} tags already: "
+                             "take one back to give another.") from None
     return _back(request, context)
 
 
@@ -256,6 +261,19 @@ def untag_thread(context, request):
     tag = tags.normalize_tag(request.POST.get("tag", ""))
     if tag is not None:
         tags.remove_tag(context, tag, request.user.address, registry=request.registry)
+    return _back(request, context)
+
+
+@view_config(context=Thread, name="drop-tag", request_method="POST", permission="moderate")
+def drop_thread_tag(context, request):
+    """A list's owner or moderator takes a tag off the thread, whoever gave it; logged."""
+    tag = tags.normalize_tag(request.POST.get("tag", ""))
+    if tag is not None and tags.drop_tag(context, tag, registry=request.registry):
+        user = request.user
+        mailing_list = context.mailing_list
+        request.root.audit_log.add(AuditEntry(
+            "drop-tag", user.address, user.name, (mailing_list.address,),
+            f"Took the tag {tag} off the thread {context.subject!r}", threads=(context.__name__,)))
     return _back(request, context)
 
 

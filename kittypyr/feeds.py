@@ -230,10 +230,20 @@ def thread_feed(context, request):
                           f"A thread of {mailing_list.display_name}", context.__name__, len(context))
 
 
-@view_config(context=ThreadAlias, name="t.atom")
+@view_config(context=ThreadAlias, name="t.atom", permission=NO_PERMISSION_REQUIRED)
 def thread_alias_feed(context, request):
-    """A merged thread's old key leads to the feed of the thread it joined."""
-    return HTTPMovedPermanently(location=request.resource_url(context.target, request.view_name))
+    """A merged thread's old key leads to the feed of the thread it joined, with its feed key.
+
+    A feed reader has no session: its key is what lets it through, here as
+    on the feed itself, and goes along to the new address.
+    """
+    refused = _refusal(request, context.target.mailing_list)
+    if refused is not None:
+        return refused
+    location = request.resource_url(context.target, request.view_name)
+    if request.query_string:
+        location += "?" + request.query_string
+    return HTTPMovedPermanently(location=location)
 
 
 @view_config(context=Archive, name="search.atom")

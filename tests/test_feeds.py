@@ -278,3 +278,32 @@ def test_a_members_feed_reader_follows_a_private_list_by_the_members_key(app, mo
     read_feed(feed_reader.get(new_feed))
     TestApp(app).get("/feed-keys", status=403)
     member.post("/feed-keys", status=400)  # no form token
+
+
+def test_a_members_feed_of_a_merged_threads_old_key_leads_to_the_thread_it_joined(app, monkeypatch):
+    # A reply that came before its parent started a thread of its own, merged
+    # into the parent's when the parent came: its old key is an alias.
+    with prepare(registry=app.registry) as env:
+        board = env["root"].lists[PRIVATE]
+        archive_message(board, make_message(message_id="<late-child@example.org>", subject="Re: Minutes",
+                                            in_reply_to="<late-parent@example.org>", date=START, body="Agreed.\n"))
+        archive_message(board, make_message(message_id="<late-parent@example.org>", subject="Minutes",
+                                            date=START - timedelta(hours=1), body="The minutes.\n"))
+        transaction.commit()
+    old, joined = message_id_hash("<late-child@example.org>"), message_id_hash("<late-parent@example.org>")
+    fake = FakeMailman(monkeypatch)
+    fake.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member")])
+    member = TestApp(app)
+    log_in(member, MEMBER)
+    assert member.get(f"/list/{PRIVATE}/thread/{old}/", status=301).location.endswith(f"/thread/{joined}/")
+    keyed = member.get(f"/list/{PRIVATE}/thread/{joined}/").html.select('head link[rel="alternate"]')[0]["href"]
+    key = keyed.split("key=")[1]
+    feed_reader = TestApp(app)  # no cookie: the key alone
+    moved = feed_reader.get(f"/list/{PRIVATE}/thread/{old}/t.atom", {"key": key}, status=301)
+    assert moved.location.split("?")[0].endswith(f"/thread/{joined}/t.atom") and f"key={key}" in moved.location
+    parsed, _ = read_feed(feed_reader.get(moved.location))
+    assert {entry.title for entry in parsed.entries} == {"Minutes", "Re: Minutes"}
+    # Without a key, or with a forged one, nothing says where it went.
+    for params in ({}, {"key": "nonsense"}):
+        refused = feed_reader.get(f"/list/{PRIVATE}/thread/{old}/t.atom", params, status=403)
+        assert joined not in refused.text

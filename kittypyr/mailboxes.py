@@ -456,11 +456,32 @@ def _is_maildir(path):
     )
 
 
+def _check_regular_file(path):
+    """Raise MailSourceError unless ``path`` is a regular file (or a link to one).
+
+    The import reads a file more than once (a first look at what it is,
+    then the messages, in each parser process): a pipe (``<(zcat ...)``)
+    or a device would give each reading what the one before left, so
+    messages would be missing without a word, and a FIFO nobody writes to
+    would be waited on forever.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise MailSourceError(path, _describe(exc)) from exc
+    if not stat.S_ISREG(mode):
+        raise MailSourceError(
+            path, "not a regular file (a pipe or a device?): the import reads each file more than once;"
+            " save it to a file and import that"
+        )
+
+
 def _sniff(path):
     """Return (kind, gzipped) for a file; raise MailSourceError if not mail.
 
     kind is one of 'mbox', 'pipermail', 'eml' or 'empty'.
     """
+    _check_regular_file(path)
     try:
         data, gzipped = _sample(path)
     except OSError as exc:

@@ -54,7 +54,7 @@ def estimate_messages(paths):
         try:
             if path.is_dir():
                 total += _count_maildir(path)
-            else:
+            elif path.is_file():  # a pipe read here would be lost to the import
                 total += max(_count_envelopes(path), 1)
         except (OSError, EOFError, gzip.BadGzipFile):
             continue

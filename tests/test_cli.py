@@ -355,3 +355,41 @@ def test_an_importer_whose_new_list_another_importer_made_first_imports_into_it(
     raced[0].close()  # the command leaves its database to the process
     assert "read 10, archived 10, duplicates 0" in capsys.readouterr().out
     assert info(config, LIST)["messages"] == 10
+
+
+def test_a_pipe_or_fifo_given_as_a_file_is_refused_and_nothing_is_lost(tmp_path, config):
+    # `kittypyr import CONFIG LIST <(zcat old.mbox.gz)` names a pipe: what
+    # one reading of it takes is gone for the next, and the import reads a
+    # file more than once (to see what it is, then to split it).
+    import threading
+
+    data = mbox_bytes(corpus(400))  # more than the first look at a file reads
+    reader, writer = os.pipe()
+
+    def feed():
+        with open(writer, "wb") as pipe:
+            try:
+                pipe.write(data)
+            except BrokenPipeError:
+                pass
+
+    feeding = threading.Thread(target=feed)
+    feeding.start()
+    try:
+        process = subprocess.Popen(
+            [str(VENV_BIN / "kittypyr"), "import", str(config), LIST, f"/dev/fd/{reader}", "--workers", "0",
+             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(reader,))
+    finally:
+        os.close(reader)
+    out, err = process.communicate(timeout=300)
+    feeding.join(timeout=60)
+    assert process.returncode == 1, out + err
+    assert f"error: /dev/fd/{reader}: not a regular file" in out
+    assert "save it to a file" in out and "Traceback" not in err
+
+    # A FIFO nobody writes to: refused at once, not waited on forever.
+    fifo = tmp_path / "dev.mbox"
+    os.mkfifo(fifo)
+    result = kittypyr("import", config, LIST, fifo, "--workers", "1", timeout=120)
+    assert result.returncode == 1
+    assert f"error: {fifo}: not a regular file" in result.stdout

@@ -64,6 +64,8 @@ class ImportReport:
     files: list = field(default_factory=list)
     # Lines from what ran beside the import (a Pipermail folder's page mapping).
     notes: list = field(default_factory=list)
+    # What went wrong beside the import (a scrubbed attachment not read): fails it.
+    errors: list = field(default_factory=list)
 
     def file(self, path):
         for report in self.files:
@@ -83,7 +85,7 @@ class ImportReport:
 
     @property
     def ok(self):
-        return not any(f.error or f.failed for f in self.files)
+        return not self.errors and not any(f.error or f.failed for f in self.files)
 
     def summary(self):
         """Human-readable lines: totals, then every reason, every failure and every doubtful split."""
@@ -101,7 +103,7 @@ class ImportReport:
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
             if report.error:
                 lines.append(f"error: {report.error}")
-        return lines + self.notes
+        return lines + self.notes + [f"error: {error}" for error in self.errors]
 
 
 @dataclass
@@ -329,7 +331,8 @@ class Importer:
     called in the batch's transaction for every message stored or found
     stored already (again when a batch is replayed), and
     ``finish(archive, mailing_list)``, called once all batches are in and
-    committed with what it changed.
+    committed with what it changed; its ``errors``, if it has any, are
+    lines that fail the import.
     """
 
     def __init__(self, archive, list_address, transaction_manager, report,
@@ -474,6 +477,7 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
         importer.run(parse_all(paths, report, workers))
         for observer in observers:
             report.notes.extend(observer.summary())
+            report.errors.extend(getattr(observer, "errors", ()))
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()

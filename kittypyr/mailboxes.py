@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Iterator, Optional
 
-__all__ = ["MailSourceError", "RawMail", "detect_format", "read_mail"]
+__all__ = ["MailSourceError", "RawMail", "detect_format", "read_mail", "read_regular_file"]
 
 # Large enough that the per-read Python overhead disappears against the
 # C-level searching, small enough to stay cache- and memory-friendly.
@@ -798,7 +798,7 @@ def _read_maildir(path):
     entries.sort()
     for position, (name, sub) in enumerate(entries, start=1):
         try:
-            raw = _read_message_file(os.path.join(path, sub, name))
+            raw = read_regular_file(os.path.join(path, sub, name))
         except OSError as exc:
             yield RawMail(b"", path, position, None, failure=f"{sub}/{name}: {_describe(exc)}")
             continue
@@ -807,8 +807,8 @@ def _read_maildir(path):
         raise unlisted
 
 
-def _read_message_file(full):
-    """The bytes of one Maildir file; OSError if it is not a readable file."""
+def read_regular_file(full):
+    """The bytes of one file (a Maildir's message, a scrubbed attachment); OSError if it is not a readable file."""
     # Non-blocking, so that a FIFO left in cur/ fails here instead of
     # waiting for a writer forever; regular files read as usual.
     fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))

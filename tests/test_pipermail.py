@@ -1,6 +1,7 @@
 """Moving in from Mailman 2: a Pipermail folder imported, and every old URL still leading somewhere."""
 
 import gzip
+import os
 from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
@@ -552,3 +553,26 @@ def test_a_kept_attachment_of_a_message_no_longer_anywhere_is_not_found(app, tmp
         del mailing_list.messages.tombstones[name]  # as an archive restored from before the import
         transaction.commit()
     TestApp(app).get(f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}", status=404)
+
+
+def test_an_attachment_file_that_cannot_be_read_is_named_and_the_rest_kept(tmp_path):
+    # A dangling link (or a FIFO) among the scrubbed files of a message
+    # whose other files are kept: the import names it, keeps everything
+    # else and maps the pages, and says so without a traceback.
+    config = write_config(tmp_path)
+    posts = posts_with_attachments()
+    folder = write_folder(tmp_path / "dev", posts)
+    gone = attachment_path(posts[2], 0, "gone.txt")
+    (folder / "attachments" / gone).symlink_to(tmp_path / "moved-away.txt")
+    waiting = attachment_path(posts[2], 0, "pipe.bin")
+    os.mkfifo(folder / "attachments" / waiting)
+
+    result = kittypyr("import", config, LIST, folder, "--workers", "0", timeout=300)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert f"error: attachment not read: {folder / 'attachments' / gone}: No such file or directory" in result.stdout
+    assert f"error: attachment not read: {folder / 'attachments' / waiting}: not a regular file" in result.stdout
+    assert "2 kept with the message that links them" in result.stdout
+    assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in result.stdout

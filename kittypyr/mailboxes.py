@@ -526,12 +526,11 @@ def read_mail(path) -> Iterator[RawMail]:
     count = 0
     try:
         with _open(path, gzipped) as stream:
-            if kind == "eml":
-                messages = _read_single(stream, path)
-            else:
-                # Empty-looking files are streamed too: a gzip file can look
-                # empty in the sample only because it is broken.
-                messages = _split_mbox(stream, path, kind == "pipermail")
+            # Empty-looking files are streamed too: a gzip file can look
+            # empty in the sample only because it is broken. A file that
+            # starts as a single message does is split too: an mbox whose
+            # first envelope line was lost looks just like one.
+            messages = _split_mbox(stream, path, kind == "pipermail", headless=kind == "eml")
             for message in messages:
                 count += 1
                 yield message
@@ -539,17 +538,6 @@ def read_mail(path) -> Iterator[RawMail]:
         raise MailSourceError(
             path, f"{_describe(exc)} (after {count} complete messages)"
         ) from exc
-
-
-def _read_single(stream, path):
-    data = bytearray()
-    while True:
-        chunk = stream.read(_CHUNK)
-        if not chunk:
-            break
-        data += chunk
-    data = bytes(data)
-    yield RawMail(data[_skip_blank(data):], path, 1, None)
 
 
 # What is looked at after a candidate envelope line to see whether a header
@@ -643,8 +631,13 @@ def _judge_envelope(line, form, blank_before, follows):
     return True, "a new message starts at an envelope line with no blank line before it"
 
 
-def _split_mbox(stream, path, pipermail):
+def _split_mbox(stream, path, pipermail, headless=False):
     """Split an mbox stream into RawMail objects.
+
+    ``headless``: the stream starts with a message's header, not with an
+    envelope line (a single message, or an mbox that lost its first
+    line). That first message is kept as it is, unquoted nothing, and the
+    first envelope line that splits the stream after it is doubtful.
 
     Every line that starts with b"From " and has a date is judged on its own
     (``_judge_envelope``): after an empty line (or at the start of a
@@ -690,10 +683,14 @@ def _split_mbox(stream, path, pipermail):
             buf = buf[start:] + chunk
         else:
             eof = True
-    if not buf.startswith(b"From ", start):
+    if headless:
+        base = start
+        envelope = None
+    elif not buf.startswith(b"From ", start):
         raise MailSourceError(path, "not mail: no mbox 'From ' line where a message should start")
-    base = len(buf) if nl < 0 else nl + 1
-    envelope = buf[start:base]
+    else:
+        base = len(buf) if nl < 0 else nl + 1
+        envelope = buf[start:base]
     doubts = []
 
     position = 0
@@ -733,6 +730,9 @@ def _split_mbox(stream, path, pipermail):
                     position += 1
                     yield _finish(buf[base:cut], path, position, envelope, pipermail, doubts)
                     doubts = [f"{where(i + 1)}: {doubt}"] if doubt else []
+                    if envelope is None:
+                        doubts.append(f"{where(i + 1)}: the file starts without an envelope line,"
+                                      " as a single message does, yet a new message starts here")
                     envelope = line
                     base = scan = line_end + 1
                     continue
@@ -757,7 +757,9 @@ def _split_mbox(stream, path, pipermail):
             eof = True
 
     raw = buf[base:]
-    if raw.endswith(b"\r\n\r\n") or raw == b"\r\n":
+    if envelope is None:
+        pass  # a single message: no separator line to take off its end
+    elif raw.endswith(b"\r\n\r\n") or raw == b"\r\n":
         raw = raw[:-2]
     elif raw.endswith(b"\n\n") or raw == b"\n":
         raw = raw[:-1]
@@ -766,6 +768,10 @@ def _split_mbox(stream, path, pipermail):
 
 
 def _finish(raw, path, position, envelope, pipermail, doubts):
+    if envelope is None:
+        # The first message of a file that starts without an envelope
+        # line: no mbox writer quoted it.
+        return RawMail(raw, path, position, None, tuple(doubts))
     # A file joined from months of one list may hold Pipermail's messages
     # after others: each is known by its own envelope line.
     if pipermail or _PIPERMAIL_ENVELOPE.match(envelope):

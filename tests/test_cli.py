@@ -393,3 +393,20 @@ def test_a_pipe_or_fifo_given_as_a_file_is_refused_and_nothing_is_lost(tmp_path,
     result = kittypyr("import", config, LIST, fifo, "--workers", "1", timeout=120)
     assert result.returncode == 1
     assert f"error: {fifo}: not a regular file" in result.stdout
+
+
+def test_an_mbox_whose_first_envelope_line_is_missing_is_split_and_says_so(tmp_path, config):
+    # The first line cut off (by hand, by a tool that saved a message, then
+    # appended others): the file starts like a single message, yet holds five.
+    data = mbox_bytes(corpus(5))
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(data.split(b"\n", 1)[1])
+    second = data.split(b"\n", 1)[1].splitlines().index(b"From someone@example.org Thu Jan  1 00:00:00 2020") + 1
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert (f"doubtful split: {mbox}, message 2, line {second} (byte " in result.stdout
+            and "starts without an envelope line" in result.stdout)
+    assert info(config, LIST)["messages"] == 5

@@ -221,7 +221,7 @@ def build_parser():
     p = commands.add_parser("import", help="import mbox, Maildir or Pipermail files into a list")
     p.add_argument("config")
     p.add_argument("list_address", help="the list's posting address, e.g. dev@lists.example.org")
-    p.add_argument("paths", nargs="+", help="mbox (.gz), Maildir folders, Pipermail YYYY-Month.txt(.gz)")
+    p.add_argument("paths", nargs="+", help="mbox (.gz, .bz2, .xz), Maildir folders, Pipermail YYYY-Month.txt(.gz)")
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="messages per commit")
     p.add_argument("--workers", type=int, default=None, help="parser processes (0: parse inline)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -444,7 +444,7 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
                 workers=None, progress=True):
     """Import every message of ``paths`` into the list ``list_address``.
 
-    A path may be an mbox (plain or gzip), a Maildir, a Pipermail month
+    A path may be an mbox (plain, gzip, bzip2 or xz), a Maildir, a Pipermail month
     file or a whole Pipermail archive folder, whose per-message pages are
     then mapped to the messages (``kittypyr.pipermail.mapping``) and whose
     scrubbed attachments are kept with them (``kittypyr.pipermail.attachments``).

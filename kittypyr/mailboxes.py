@@ -1,6 +1,7 @@
 """Reading raw messages out of mail archive files.
 
-Supported sources: mbox files (mboxo and mboxrd, plain or gzip-compressed),
+Supported sources: mbox files (mboxo and mboxrd, plain or compressed with
+gzip, bzip2 or xz),
 single RFC 5322 messages (".eml"), Pipermail (Mailman 2) monthly ``.txt``
 archives, and Maildir directories.
 
@@ -9,8 +10,10 @@ byte level, so multi-gigabyte archives never sit in memory as a whole; only
 the message currently being cut out does.
 """
 
+import bz2
 import errno
 import functools
+import lzma
 import os
 import re
 import stat
@@ -28,7 +31,14 @@ _CHUNK = 1 << 20
 # How much of a file (decompressed) is looked at to decide what it is.
 _SNIFF_BYTES = 1 << 16
 
-_GZIP_MAGIC = b"\x1f\x8b"
+# How each compression a file may come in starts, and a decompressor of one
+# of its members (gzip) or streams (bzip2, xz): files joined with `cat`
+# hold several.
+_COMPRESSIONS = (
+    ("gzip", re.compile(rb"\x1f\x8b"), lambda: zlib.decompressobj(zlib.MAX_WBITS | 16)),
+    ("bzip2", re.compile(rb"BZh[1-9]"), bz2.BZ2Decompressor),
+    ("xz", re.compile(rb"\xfd7zXZ\x00"), lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ)),
+)
 
 # Pipermail's volume names, one form per archive period (Mailman 2's
 # archive_volume_frequency): 2007 (year), 2007q1 (quarter), 2007-March
@@ -277,10 +287,14 @@ def _restore_addresses(raw):
 # --- opening and sniffing -----------------------------------------------
 
 
+class _CorruptData(Exception):
+    """Compressed data that does not decompress (zlib, bz2 and lzma each say so their own way)."""
+
+
 def _describe(exc):
     if isinstance(exc, EOFError):
         return "compressed data ends early (truncated file?)"
-    if isinstance(exc, zlib.error):
+    if isinstance(exc, (zlib.error, _CorruptData)):
         return f"corrupt compressed data ({exc})"
     if isinstance(exc, OSError):
         if exc.strerror:
@@ -289,24 +303,26 @@ def _describe(exc):
     return str(exc) or type(exc).__name__
 
 
-class _Gunzip:
-    """A minimal reader of (multi-member) gzip data.
+class _Decompressing:
+    """A minimal reader of compressed data: gzip members, or bzip2 or xz
+    streams, one after another (files joined with `cat` hold several).
 
-    gzip.GzipFile discards everything a read() decompressed when it then
-    hits the end of a truncated file, which would lose up to a whole read's
-    worth of good messages. Here read() returns the data decoded so far and
-    the error is raised by the following call. zlib checks each member's
-    CRC and length itself.
+    gzip.GzipFile (and bz2's and lzma's files) discard everything a read()
+    decompressed when it then hits the end of a truncated file, which would
+    lose up to a whole read's worth of good messages. Here read() returns
+    the data decoded so far and the error is raised by the following call.
+    Each decompressor checks its member's or stream's checksum itself.
     """
 
-    # Compressed bytes fed to zlib at a time: this bounds what a corrupt
-    # block can take down with it.
+    # Compressed bytes fed to a decompressor at a time: this bounds what a
+    # corrupt block can take down with it.
     _INPUT = 1 << 17
 
-    def __init__(self, path):
+    def __init__(self, path, new_decompressor):
         self._fh = open(path, "rb", buffering=0)
-        self._inflater = None  # None between members
-        self._pending = b""  # compressed bytes not yet decompressed
+        self._new_decompressor = new_decompressor
+        self._decompressor = None  # None between members
+        self._pending = b""  # compressed bytes not yet given to the decompressor
         self._error = None
         self._eof = False
 
@@ -324,59 +340,83 @@ class _Gunzip:
         got = 0
         try:
             while got < size and not self._eof:
-                if not self._pending:
-                    self._pending = self._fh.read(self._INPUT)
+                decompressor = self._decompressor
+                if decompressor is None:
                     if not self._pending:
-                        if self._inflater is not None:
-                            raise EOFError("compressed data ends early")
-                        self._eof = True
-                        break
-                if self._inflater is None:
+                        self._pending = self._fh.read(self._INPUT)
+                        if not self._pending:
+                            self._eof = True
+                            break
                     # Padding with NUL bytes after the last member is legal.
                     self._pending = self._pending.lstrip(b"\0")
                     if not self._pending:
                         continue
-                    self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
-                data = self._inflater.decompress(self._pending)
-                if self._inflater.eof:
-                    self._pending = self._inflater.unused_data
-                    self._inflater = None
+                    decompressor = self._decompressor = self._new_decompressor()
+                elif not self._pending and getattr(decompressor, "needs_input", True):
+                    self._pending = self._fh.read(self._INPUT)
+                    if not self._pending:
+                        raise EOFError("compressed data ends early")
+                data = self._decompress(decompressor, size - got)
+                if decompressor.eof:
+                    self._pending = decompressor.unused_data
+                    self._decompressor = None
                 else:
                     self._pending = b""
                 if data:
                     parts.append(data)
                     got += len(data)
-        except (EOFError, zlib.error) as exc:
+        except (EOFError, _CorruptData) as exc:
             self._error = exc
             if not parts:
                 raise
         return b"".join(parts)
 
+    def _decompress(self, decompressor, most):
+        try:
+            if hasattr(decompressor, "needs_input"):
+                # bzip2 and xz can make gigabytes of a few kilobytes: no
+                # more than was asked for at a time; they keep the rest of
+                # their input.
+                return decompressor.decompress(self._pending, most)
+            # gzip makes at most about a thousand times its input.
+            return decompressor.decompress(self._pending)
+        except (zlib.error, OSError, lzma.LZMAError) as exc:  # bz2 says OSError
+            raise _CorruptData(str(exc) or type(exc).__name__) from exc
 
-def _open(path, gzipped):
-    if gzipped:
-        return _Gunzip(path)
+
+def _compression_of(head):
+    """``(name, new decompressor)`` of the compression ``head`` starts with, or None."""
+    for name, magic, new_decompressor in _COMPRESSIONS:
+        if magic.match(head):
+            return name, new_decompressor
+    return None
+
+
+def _open(path, compression):
+    if compression is not None:
+        return _Decompressing(path, compression[1])
     return open(path, "rb", buffering=0)
 
 
 def _sample(path):
-    """Return (start of the content, whether the file is gzip-compressed).
+    """Return (start of the content, its compression: None or ``(name, new decompressor)``).
 
     The content is decompressed if need be. A truncated or partly corrupt
-    gzip file still gives what could be decompressed, so that it is
+    compressed file still gives what could be decompressed, so that it is
     recognised for what it is and its good part read; only a file that does
     not decompress at all fails here.
     """
     with open(path, "rb") as fh:
         head = fh.read(_SNIFF_BYTES)
-        if head[:2] != _GZIP_MAGIC:
-            return head, False
+        compression = _compression_of(head)
+        if compression is None:
+            return head, None
         head += fh.read(_SNIFF_BYTES * 3)
-    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    name, new_decompressor = compression
     try:
-        return inflater.decompress(head, _SNIFF_BYTES), True
-    except zlib.error as exc:
-        raise MailSourceError(path, f"not a readable gzip file ({exc})") from exc
+        return new_decompressor().decompress(head, _SNIFF_BYTES), compression
+    except (zlib.error, OSError, lzma.LZMAError) as exc:
+        raise MailSourceError(path, f"not a readable {name} file ({exc})") from exc
 
 
 _HEADER_LINE = re.compile(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:")
@@ -477,16 +517,17 @@ def _check_regular_file(path):
 
 
 def _sniff(path):
-    """Return (kind, gzipped) for a file; raise MailSourceError if not mail.
+    """Return (kind, compression) for a file; raise MailSourceError if not mail.
 
-    kind is one of 'mbox', 'pipermail', 'eml' or 'empty'.
+    kind is one of 'mbox', 'pipermail', 'eml' or 'empty'; compression is
+    None or ``(name, new decompressor)``.
     """
     _check_regular_file(path)
     try:
-        data, gzipped = _sample(path)
+        data, compression = _sample(path)
     except OSError as exc:
         raise MailSourceError(path, _describe(exc)) from exc
-    return _classify(path, data, os.path.basename(path)), gzipped
+    return _classify(path, data, os.path.basename(path)), compression
 
 
 def detect_format(path) -> str:
@@ -522,11 +563,11 @@ def read_mail(path) -> Iterator[RawMail]:
             raise MailSourceError(path, "directory is not a Maildir (no cur/ or new/)")
         yield from _read_maildir(path)
         return
-    kind, gzipped = _sniff(path)
+    kind, compression = _sniff(path)
     count = 0
     try:
-        with _open(path, gzipped) as stream:
-            # Empty-looking files are streamed too: a gzip file can look
+        with _open(path, compression) as stream:
+            # Empty-looking files are streamed too: a compressed file can look
             # empty in the sample only because it is broken. A file that
             # starts as a single message does is split too: an mbox whose
             # first envelope line was lost looks just like one.
@@ -534,7 +575,7 @@ def read_mail(path) -> Iterator[RawMail]:
             for message in messages:
                 count += 1
                 yield message
-    except (OSError, EOFError, zlib.error) as exc:
+    except (OSError, EOFError, zlib.error, _CorruptData) as exc:
         raise MailSourceError(
             path, f"{_describe(exc)} (after {count} complete messages)"
         ) from exc

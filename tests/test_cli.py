@@ -410,3 +410,23 @@ def test_an_mbox_whose_first_envelope_line_is_missing_is_split_and_says_so(tmp_p
     assert (f"doubtful split: {mbox}, message 2, line {second} (byte " in result.stdout
             and "starts without an envelope line" in result.stdout)
     assert info(config, LIST)["messages"] == 5
+
+
+def test_bzip2_and_xz_archives_are_imported_and_a_cut_one_is_named(tmp_path, config):
+    import bz2
+    import lzma
+
+    whole = tmp_path / "dev.mbox.bz2"
+    whole.write_bytes(bz2.compress(mbox_bytes(corpus(10))))
+    packed = lzma.compress(mbox_bytes(corpus(10, offset=10)))
+    cut = tmp_path / "dev.mbox.xz"
+    cut.write_bytes(packed[:-40])
+
+    result = kittypyr("import", config, LIST, whole, cut, "--workers", "1")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "not mail" not in result.stdout and "Traceback" not in result.stderr
+    assert f"error: {cut}: compressed data ends early (truncated file?) (after " in result.stdout
+    messages = info(config, LIST)["messages"]
+    assert 10 < messages < 20
+    assert f"read {messages}, archived {messages}, duplicates 0, skipped 0, failed 0" in result.stdout

@@ -1,7 +1,9 @@
 """What the command line prints to a newcomer: one line for a busy storage, no warnings, a real progress bar."""
 
+import bz2
 import gzip
 import io
+import lzma
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +73,11 @@ def test_the_count_of_messages_to_import_is_estimated_first(tmp_path):
     for n, raw in enumerate(mails(2)):
         (maildir / "cur" / f"{n}.eml").write_bytes(raw)
     assert estimate_messages([plain, packed, maildir]) == 9
+    bzipped = tmp_path / "c.mbox.bz2"
+    bzipped.write_bytes(bz2.compress(mbox_bytes(mails(5))))
+    xzipped = tmp_path / "d.mbox.xz"
+    xzipped.write_bytes(lzma.compress(mbox_bytes(mails(6))))
+    assert estimate_messages([bzipped, xzipped]) == 11
 
 
 def test_the_progress_bar_shows_total_percentage_and_time_left():

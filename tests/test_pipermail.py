@@ -576,3 +576,18 @@ def test_an_attachment_file_that_cannot_be_read_is_named_and_the_rest_kept(tmp_p
     assert f"error: attachment not read: {folder / 'attachments' / waiting}: not a regular file" in result.stdout
     assert "2 kept with the message that links them" in result.stdout
     assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in result.stdout
+
+
+def test_a_damaged_page_of_unclosed_tags_is_read_in_linear_time():
+    # A page cut short or made by hand, with thousands of tags that are
+    # never closed: each was searched to the page's end, for minutes.
+    import time
+
+    from kittypyr.pipermail.pages import read_page
+
+    for opening in ("<H1>", "<TITLE>", "<B>", "<I>", '<A HREF="mailto:x">', "<!--beginarticle-->"):
+        data = ("<HTML>" + opening * 40000 + "</HTML>").encode()
+        started = time.process_time()
+        page = read_page(data, 12, "2007-March")
+        assert time.process_time() - started < 2, opening
+        assert page.number == 12 and page.attachments == {}

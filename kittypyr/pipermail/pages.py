@@ -32,15 +32,54 @@ __all__ = ["Page", "read_folder", "scrubbed_links"]
 
 _PAGE_NAME = re.compile(r"^(\d{6,})\.html$")
 _CHARSET = re.compile(rb"<META[^>]*charset=(?:3D)?[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
-_H1 = re.compile(r"<H1>(.*?)</H1>", re.IGNORECASE | re.DOTALL)
-_TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.IGNORECASE | re.DOTALL)
+
+
+class _Element:
+    """A start tag and the text up to its end tag (``group(1)``, after the
+    start tag's own groups), as ``re.search`` of ``<H1>(.*?)</H1>`` would
+    find them, in time linear in the page.
+
+    That search tries each start tag in turn, each to the page's end when
+    no end tag follows: a damaged page of thousands of unclosed tags took
+    minutes. If the first start tag has no end tag after it, no later one
+    has, so only the first is tried.
+    """
+
+    def __init__(self, start, end, flags=re.IGNORECASE):
+        self.start = re.compile(start, flags)
+        self.end = re.compile(end, flags)
+
+    def search(self, text, pos=0):
+        opening = self.start.search(text, pos)
+        if opening is None:
+            return None
+        closing = self.end.search(text, opening.end())
+        if closing is None:
+            return None
+        return _Found(opening.groups() + (text[opening.end():closing.start()],), closing.end())
+
+
+class _Found:
+    def __init__(self, groups, end):
+        self._groups = groups
+        self._end = end
+
+    def group(self, number):
+        return self._groups[number - 1]
+
+    def end(self):
+        return self._end
+
+
+_H1 = _Element(r"<H1>", r"</H1>")
+_TITLE = _Element(r"<TITLE>", r"</TITLE>")
 # The author, the address link and the date follow the H1 in this order in
 # every Pipermail template; the body comes only after them.
-_AUTHOR = re.compile(r"<B>(.*?)</B>", re.IGNORECASE | re.DOTALL)
-_ADDRESS = re.compile(r"<A\s+HREF=\"mailto:([^\"]*)\"[^>]*>(.*?)</A>", re.IGNORECASE | re.DOTALL)
-_DATE = re.compile(r"<I>(.*?)</I>", re.IGNORECASE | re.DOTALL)
+_AUTHOR = _Element(r"<B>", r"</B>")
+_ADDRESS = _Element(r"<A\s+HREF=\"mailto:([^\"]*)\"[^>]*>", r"</A>")
+_DATE = _Element(r"<I>", r"</I>")
 _REPLY_ID = re.compile(r"[?&]In-Reply-To=([^&\"]*)", re.IGNORECASE)
-_BODY = re.compile(r"<!--beginarticle-->(.*?)<!--endarticle-->", re.DOTALL)
+_BODY = _Element(r"<!--beginarticle-->", r"<!--endarticle-->", flags=0)
 # Scrubbed parts are linked from the body as .../<list>/attachments/<day>/<id>/<name>.
 _ATTACHMENT_LINK = re.compile(r"/attachments/(\d{8}/[0-9a-f]+/[^\s\"<>&]+)", re.IGNORECASE)
 # The scrubber's notice: its URL line, and the type line of a non-text part.

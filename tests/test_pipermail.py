@@ -591,3 +591,24 @@ def test_a_damaged_page_of_unclosed_tags_is_read_in_linear_time():
         page = read_page(data, 12, "2007-March")
         assert time.process_time() - started < 2, opening
         assert page.number == 12 and page.attachments == {}
+
+
+def test_a_page_or_article_file_that_cannot_be_read_is_named_and_the_rest_mapped(tmp_path):
+    config = write_config(tmp_path)
+    folder = write_folder(tmp_path / "dev", thread_posts(), database=True)
+    page = folder / "2007-March" / "000099.html"
+    os.mkfifo(page)  # read, it would be waited on forever
+    dangling = folder / "2007-March" / "000098.html"
+    dangling.symlink_to(tmp_path / "moved-away.html")
+    articles = folder / "database" / "2007-May-article"
+    os.mkfifo(articles)
+
+    result = kittypyr("import", config, LIST, folder, "--workers", "0", timeout=120)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in result.stdout
+    assert f"error: page not read: {page}: not a regular file" in result.stdout
+    assert f"error: page not read: {dangling}: No such file or directory" in result.stdout
+    assert f"error: page not read: {articles}: not a regular file" in result.stdout

@@ -25,7 +25,7 @@ from email.utils import parsedate_tz
 from urllib.parse import unquote_to_bytes
 
 from kittypyr.mail import message_id_of_header
-from kittypyr.mailboxes import pipermail_volume
+from kittypyr.mailboxes import pipermail_volume, read_regular_file
 
 __all__ = ["Page", "read_folder", "scrubbed_links"]
 
@@ -325,11 +325,14 @@ def _article(data, volume):
 
 
 def read_articles(path, volume):
-    """The ``Page`` of every article pickled in a ``database/<volume>-article`` file."""
+    """The ``Page`` of every article pickled in a ``database/<volume>-article`` file.
+
+    OSError if the file cannot be read; a damaged one gives what it can.
+    """
+    data = read_regular_file(path)
     try:
-        with open(path, "rb") as f:
-            table = marshal.load(f)
-    except (OSError, EOFError, ValueError, TypeError):
+        table = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
         return []
     if not isinstance(table, dict):
         return []
@@ -352,13 +355,16 @@ def _merge(page, article):
     return page
 
 
-def read_folder(folder):
+def read_folder(folder, errors=None):
     """Every page of a Pipermail folder: ``{number: Page}``.
 
     Per-message pages are read from each volume folder; articles of
     ``database/`` complete them (the message's own Message-ID, the exact
-    date) and stand for pages that are missing.
+    date) and stand for pages that are missing. A page or article file
+    that cannot be read (a dangling link, a FIFO, no permission) is
+    skipped, and named in ``errors``, a list, if one is given.
     """
+    errors = [] if errors is None else errors
     pages = {}
     for volume in sorted(os.listdir(folder)):
         path = os.path.join(folder, volume)
@@ -369,9 +375,9 @@ def read_folder(folder):
             if match is None:
                 continue
             try:
-                with open(os.path.join(path, name), "rb") as f:
-                    data = f.read()
-            except OSError:
+                data = read_regular_file(os.path.join(path, name))
+            except OSError as exc:
+                errors.append(f"page not read: {os.path.join(path, name)}: {exc.strerror or exc}")
                 continue
             number = int(match.group(1))
             pages[number] = read_page(data, number, volume)
@@ -381,7 +387,12 @@ def read_folder(folder):
             if not name.endswith("-article"):
                 continue
             volume = name[: -len("-article")]
-            for article in read_articles(os.path.join(database, name), volume):
+            try:
+                articles = read_articles(os.path.join(database, name), volume)
+            except OSError as exc:
+                errors.append(f"page not read: {os.path.join(database, name)}: {exc.strerror or exc}")
+                continue
+            for article in articles:
                 known = pages.get(article.number)
                 pages[article.number] = article if known is None else _merge(known, article)
     return pages

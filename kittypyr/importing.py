@@ -54,6 +54,8 @@ class FileReport:
     archived: int = 0
     duplicates: int = 0
     skipped: collections.Counter = field(default_factory=collections.Counter)
+    # reason -> positions of the messages skipped for it, so each is named
+    skipped_at: dict = field(default_factory=dict)
     failed: list = field(default_factory=list)  # (position, reason)
     doubtful: list = field(default_factory=list)  # (position, where and why), see RawMail.doubts
     error: str = ""
@@ -96,7 +98,10 @@ class ImportReport:
         ]
         for report in self.files:
             for reason, count in sorted(report.skipped.items()):
-                lines.append(f"skipped {count} in {report.path}: {reason}")
+                positions = sorted(report.skipped_at.get(reason, ()))
+                named = (f" (message{'s' if len(positions) > 1 else ''} "
+                         f"{', '.join(map(str, positions))})") if positions else ""
+                lines.append(f"skipped {count} in {report.path}: {reason}{named}")
             for position, reason in report.failed:
                 lines.append(f"failed: {report.path}, message {position}: {reason}")
             for position, doubt in report.doubtful:
@@ -415,6 +420,7 @@ class Importer:
                     file_report.duplicates += 1
                 elif outcome == SKIPPED:
                     file_report.skipped[reason] += 1
+                    file_report.skipped_at.setdefault(reason, []).append(parsed.position)
         if self.progress is not None:
             self.progress.update(len(batch))
 

@@ -430,3 +430,19 @@ def test_bzip2_and_xz_archives_are_imported_and_a_cut_one_is_named(tmp_path, con
     messages = info(config, LIST)["messages"]
     assert 10 < messages < 20
     assert f"read {messages}, archived {messages}, duplicates 0, skipped 0, failed 0" in result.stdout
+
+
+def test_each_skipped_message_is_named_by_its_place_in_the_file(tmp_path, config):
+    quiet = {"X-No-Archive": "yes"}
+    raws = corpus(5)
+    for n in (1, 4):
+        raws[n] = make_message(message_id=f"<quiet{n}@example.org>", subject="off the record",
+                               sender=("Q", "q@example.org"), date=START, body="secret\n", headers=quiet)
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(raws))
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "1")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 5, archived 3, duplicates 0, skipped 2, failed 0" in result.stdout
+    assert f"skipped 2 in {mbox}: the message asks not to be archived (messages 2, 5)" in result.stdout

@@ -254,8 +254,22 @@ def build_parser():
     return parser
 
 
+def _print_file_names_as_they_are():
+    """Let stdout write file names that are not valid in the locale's encoding.
+
+    Python gives such a name (an old archive's Latin-1 ``café.mbox``) as
+    lone surrogates, which a UTF-8 locale's strict stdout refuses: the
+    import's summary stopped with a traceback at the first one. They go out
+    as the name's own bytes.
+    """
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    _print_file_names_as_they_are()
     try:
         return args.func(args)
     except LockError:

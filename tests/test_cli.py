@@ -446,3 +446,25 @@ def test_each_skipped_message_is_named_by_its_place_in_the_file(tmp_path, config
     assert result.returncode == 0, result.stdout + result.stderr
     assert "read 5, archived 3, duplicates 0, skipped 2, failed 0" in result.stdout
     assert f"skipped 2 in {mbox}: the message asks not to be archived (messages 2, 5)" in result.stdout
+
+
+def test_a_file_name_that_is_not_utf8_is_printed_as_it_is(tmp_path, config):
+    # Old archives keep names in Latin-1; stdout of a UTF-8 locale (here
+    # as PYTHONIOENCODING says it) is strict.
+    folder = os.fsencode(tmp_path)
+    quiet = folder + b"/caf\xe9.mbox"
+    with open(quiet, "wb") as f:
+        f.write(mbox_bytes([make_message(message_id="<quiet@example.org>", headers={"X-No-Archive": "yes"})]))
+    broken = folder + b"/r\xe9sum\xe9.mbox"
+    with open(broken, "wb") as f:
+        f.write(b"not mail at all\n")
+
+    result = subprocess.run([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, quiet, broken,
+                             "--workers", "0"], capture_output=True, timeout=300,
+                            env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
+    assert b"skipped 1 in " + quiet + b": the message asks not to be archived" in result.stdout
+    assert b"error: " + broken + b": not mail" in result.stdout
+    assert f"new list {LIST}".encode() in result.stdout

@@ -312,6 +312,12 @@ class _Decompressing:
     lose up to a whole read's worth of good messages. Here read() returns
     the data decoded so far and the error is raised by the following call.
     Each decompressor checks its member's or stream's checksum itself.
+
+    Damage where a member starts (bytes after the last member that are no
+    member, as gzip(1) reads with "trailing garbage ignored", or a member
+    cut or corrupt from its first byte) ends the data there instead, for
+    what came before is whole, its last message too: the error is kept in
+    ``damage_after_end``, to be raised once that data is read.
     """
 
     # Compressed bytes fed to a decompressor at a time: this bounds what a
@@ -325,6 +331,8 @@ class _Decompressing:
         self._pending = b""  # compressed bytes not yet given to the decompressor
         self._error = None
         self._eof = False
+        self._member_output = 0  # bytes the current member has given so far
+        self.damage_after_end = None
 
     def __enter__(self):
         return self
@@ -352,6 +360,7 @@ class _Decompressing:
                     if not self._pending:
                         continue
                     decompressor = self._decompressor = self._new_decompressor()
+                    self._member_output = 0
                 elif not self._pending and getattr(decompressor, "needs_input", True):
                     self._pending = self._fh.read(self._INPUT)
                     if not self._pending:
@@ -365,7 +374,12 @@ class _Decompressing:
                 if data:
                     parts.append(data)
                     got += len(data)
+                    self._member_output += len(data)
         except (EOFError, _CorruptData) as exc:
+            if self._member_output == 0:
+                self.damage_after_end = exc
+                self._eof = True
+                return b"".join(parts)
             self._error = exc
             if not parts:
                 raise
@@ -575,6 +589,10 @@ def read_mail(path) -> Iterator[RawMail]:
             for message in messages:
                 count += 1
                 yield message
+            damage = getattr(stream, "damage_after_end", None)
+            if damage is not None:
+                raise MailSourceError(path, f"{_describe(damage)} where a new compressed member starts"
+                                            f" (after {count} complete messages, all read)")
     except (OSError, EOFError, zlib.error, _CorruptData) as exc:
         raise MailSourceError(
             path, f"{_describe(exc)} (after {count} complete messages)"

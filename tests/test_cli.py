@@ -468,3 +468,16 @@ def test_a_file_name_that_is_not_utf8_is_printed_as_it_is(tmp_path, config):
     assert b"skipped 1 in " + quiet + b": the message asks not to be archived" in result.stdout
     assert b"error: " + broken + b": not mail" in result.stdout
     assert f"new list {LIST}".encode() in result.stdout
+
+
+def test_bytes_after_the_last_gzip_member_cost_no_message(tmp_path, config):
+    # zcat reads it ("decompression OK, trailing garbage ignored"): so does the import, and says what it left.
+    mbox = tmp_path / "dev.mbox.gz"
+    mbox.write_bytes(gzip.compress(mbox_bytes(corpus(5))) + b"trailing garbage\n")
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0")
+
+    assert result.returncode == 1
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert (f"error: {mbox}: corrupt compressed data (Error -3 while decompressing data: incorrect header check)"
+            " where a new compressed member starts (after 5 complete messages, all read)") in result.stdout

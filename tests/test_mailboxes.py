@@ -328,6 +328,23 @@ def test_multi_member_gzip(tmp_path):
 
 
 
+
+@pytest.mark.parametrize("after", [b"trailing garbage\n" * 3, b"\x1f\x8b\x08\x00" + b"\xff" * 40, b"\x1f\x8b"],
+                         ids=["garbage", "corrupt-member", "cut-member"])
+def test_every_message_of_a_whole_member_is_read_before_what_follows_fails(tmp_path, after):
+    # What gzip(1) reads with "decompression OK, trailing garbage ignored":
+    # the last message before the damage is whole, and is read too.
+    messages = [_message(n) for n in range(1, 6)]
+    path = _write(tmp_path, "list.mbox.gz", gzip.compress(_mbox(*messages)) + after)
+
+    got = []
+    with pytest.raises(MailSourceError, match="after 5 complete messages"):
+        for mail in read_mail(path):
+            got.append(mail.raw)
+
+    assert got == messages
+
+
 # --- bzip2 and xz ---------------------------------------------------------
 
 _COMPRESSORS = {"bz2": bz2.compress, "xz": lzma.compress}

@@ -433,6 +433,9 @@ def _sample(path):
         raise MailSourceError(path, f"not a readable {name} file ({exc})") from exc
 
 
+# What some editors put first in a UTF-8 file: no part of its first message.
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
 _HEADER_LINE = re.compile(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:")
 _CONTINUATION = re.compile(rb"^[ \t]")
 
@@ -480,6 +483,8 @@ def _looks_like_header_block(lines):
 
 def _classify(path, data, name):
     """Return 'empty', 'mbox', 'pipermail' or 'eml' for the start of a file."""
+    if data.startswith(_BYTE_ORDER_MARK):
+        data = data[len(_BYTE_ORDER_MARK):]
     start = _skip_blank(data)
     if start >= len(data):
         return "pipermail" if pipermail_volume_of_file(name) else "empty"
@@ -712,11 +717,14 @@ def _split_mbox(stream, path, pipermail, headless=False):
     many small messages nor one huge message cause quadratic copying.
     """
     read = stream.read
-    buf = b""
-    eof = False
+    buf = read(_CHUNK)
+    eof = not buf
     # Bytes and newlines of the file before buf, and a cursor that counts
     # newlines in buf only up to where a doubt needs its line number.
     dropped = 0
+    if buf.startswith(_BYTE_ORDER_MARK):
+        buf = buf[len(_BYTE_ORDER_MARK):]
+        dropped = len(_BYTE_ORDER_MARK)
     counted_to = 0
     newlines = 0
 

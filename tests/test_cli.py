@@ -481,3 +481,18 @@ def test_bytes_after_the_last_gzip_member_cost_no_message(tmp_path, config):
     assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
     assert (f"error: {mbox}: corrupt compressed data (Error -3 while decompressing data: incorrect header check)"
             " where a new compressed member starts (after 5 complete messages, all read)") in result.stdout
+
+
+def test_a_byte_order_mark_before_the_first_line_is_no_reason_to_refuse_a_file(tmp_path, config):
+    # Saved by an editor that puts a UTF-8 byte-order mark first.
+    bom = b"\xef\xbb\xbf"
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(bom + mbox_bytes(corpus(5)))
+    single = tmp_path / "one.eml"
+    single.write_bytes(bom + corpus(6)[5])
+
+    result = kittypyr("import", config, LIST, mbox, single, "--workers", "0")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 6, archived 6, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert info(config, LIST)["threads"] == 2  # the single message replies to the fifth

@@ -267,9 +267,27 @@ def _print_file_names_as_they_are():
         reconfigure(errors="surrogateescape")
 
 
+def _missing_config_file(config_uri):
+    """The path of the .ini file ``config_uri`` names, if that file is not there; else None.
+
+    Loading it would end in a traceback from deep inside PasteDeploy.
+    """
+    import plaster
+
+    uri = plaster.parse_uri(config_uri)
+    if uri.scheme.endswith("ini") and not os.path.isfile(uri.path):
+        return uri.path
+    return None
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     _print_file_names_as_they_are()
+    missing = _missing_config_file(args.config) if getattr(args, "config", None) else None
+    if missing is not None:
+        print(f"kittypyr {args.command}: no configuration file {missing!r} (an .ini file such as "
+              "development.ini)", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except LockError:

@@ -88,3 +88,15 @@ def test_the_progress_bar_shows_total_percentage_and_time_left():
     shown = out.getvalue()
     bar.close()
     assert "50/200" in shown and "25%" in shown and "<" in shown  # elapsed<remaining
+
+
+@pytest.mark.parametrize("command", [("info",), ("import", LIST, "PATH")])
+def test_a_configuration_file_that_is_not_there_is_said_in_one_line(tmp_path, command):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(1)))
+    missing = tmp_path / "developmnet.ini"
+    args = [str(mbox) if a == "PATH" else a for a in command]
+    result = kittypyr(args[0], missing, *args[1:])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kittypyr {command[0]}: no configuration file {str(missing)!r} (an .ini file such as development.ini)"]

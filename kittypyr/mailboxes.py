@@ -482,7 +482,12 @@ def _looks_like_header_block(lines):
 
 
 def _classify(path, data, name):
-    """Return 'empty', 'mbox', 'pipermail' or 'eml' for the start of a file."""
+    """Return 'empty', 'mbox', 'pipermail', 'eml' or 'inside' for the start of a file.
+
+    'inside': the file starts inside a message (the second part of an mbox
+    cut with ``split -b``), and an envelope line that starts a message
+    follows within the sample.
+    """
     if data.startswith(_BYTE_ORDER_MARK):
         data = data[len(_BYTE_ORDER_MARK):]
     start = _skip_blank(data)
@@ -492,16 +497,18 @@ def _classify(path, data, name):
     if len(data) >= _SNIFF_BYTES and len(lines) > 1:
         lines.pop()  # cut off by the sample size
     first = lines[0]
+    if first.startswith(b"From ") and (_is_envelope(first) or (len(lines) > 1 and _HEADER_LINE.match(lines[1]))):
+        if pipermail_volume_of_file(name) or _PIPERMAIL_ENVELOPE.match(first):
+            return "pipermail"
+        return "mbox"
+    if _HEADER_LINE.match(first) and _looks_like_header_block(lines):
+        return "eml"
+    if _first_envelope(data, start, len(data) < _SNIFF_BYTES) >= 0:
+        return "inside"
     if first.startswith(b"From "):
-        if _is_envelope(first) or (len(lines) > 1 and _HEADER_LINE.match(lines[1])):
-            if pipermail_volume_of_file(name) or _PIPERMAIL_ENVELOPE.match(first):
-                return "pipermail"
-            return "mbox"
         raise MailSourceError(
             path, "not mail: starts with 'From ' but not with an mbox envelope line"
         )
-    if _HEADER_LINE.match(first) and _looks_like_header_block(lines):
-        return "eml"
     if b"\x00" in data[:4096] or re.search(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]", first):
         raise MailSourceError(path, "not mail: binary data")
     raise MailSourceError(
@@ -590,7 +597,8 @@ def read_mail(path) -> Iterator[RawMail]:
             # empty in the sample only because it is broken. A file that
             # starts as a single message does is split too: an mbox whose
             # first envelope line was lost looks just like one.
-            messages = _split_mbox(stream, path, kind == "pipermail", headless=kind == "eml")
+            messages = _split_mbox(stream, path, kind == "pipermail", headless=kind == "eml",
+                                   starts_inside=kind == "inside")
             for message in messages:
                 count += 1
                 yield message
@@ -611,6 +619,24 @@ _LOOKAHEAD_LINES = 6
 _LOOKAHEAD_BYTES = 4096
 
 _HEADERS, _NOTHING, _TEXT = "headers", "nothing", "text"
+
+
+def _first_envelope(buf, start, eof):
+    """Offset in buf of the first envelope line after ``start`` that surely
+    starts a message (after a blank line, a whole date, a header block
+    after it), or -1."""
+    i = buf.find(b"\nFrom ", start)
+    while i >= 0:
+        line_end = buf.find(b"\n", i + 1)
+        if line_end < 0:
+            return -1
+        blank_before = i > start and (
+            buf[i - 1] == 0x0A or (buf[i - 1] == 0x0D and i - 1 > start and buf[i - 2] == 0x0A))
+        if (blank_before and _envelope_form(buf[i + 1:line_end + 1]) == _FULL
+                and _what_follows(buf, line_end + 1, eof) == _HEADERS):
+            return i + 1
+        i = buf.find(b"\nFrom ", i + 1)
+    return -1
 
 
 def _what_follows(buf, start, eof):
@@ -695,8 +721,12 @@ def _judge_envelope(line, form, blank_before, follows):
     return True, "a new message starts at an envelope line with no blank line before it"
 
 
-def _split_mbox(stream, path, pipermail, headless=False):
+def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
     """Split an mbox stream into RawMail objects.
+
+    ``starts_inside``: the stream starts inside a message (see
+    ``_classify``); what comes before its first envelope line that surely
+    starts a message is yielded as a failure, for it is no whole message.
 
     ``headless``: the stream starts with a message's header, not with an
     envelope line (a single message, or an mbox that lost its first
@@ -750,6 +780,16 @@ def _split_mbox(stream, path, pipermail, headless=False):
             buf = buf[start:] + chunk
         else:
             eof = True
+    fragment = None
+    if starts_inside:
+        first_envelope = _first_envelope(buf, start, eof)
+        if first_envelope < 0:
+            raise MailSourceError(path, "not mail: neither an mbox nor a message (no 'From ' line or headers)")
+        fragment = RawMail(b"", path, 1, None, failure=(
+            "the file starts inside a message: what comes before its first envelope line,"
+            f" at {where(first_envelope)}, is not imported"))
+        start = first_envelope
+        nl = buf.find(b"\n", start)
     if headless:
         base = start
         envelope = None
@@ -761,6 +801,9 @@ def _split_mbox(stream, path, pipermail, headless=False):
     doubts = []
 
     position = 0
+    if fragment is not None:
+        position = 1
+        yield fragment
     scan = base
     find = buf.find
     while True:

@@ -496,3 +496,22 @@ def test_a_byte_order_mark_before_the_first_line_is_no_reason_to_refuse_a_file(t
     assert result.returncode == 0, result.stdout + result.stderr
     assert "read 6, archived 6, duplicates 0, skipped 0, failed 0" in result.stdout
     assert info(config, LIST)["threads"] == 2  # the single message replies to the fifth
+
+
+def test_a_file_that_starts_inside_a_message_is_read_from_its_first_envelope_line(tmp_path, config):
+    # `split -b` of a large mbox: the second part starts in the middle of a message.
+    data = mbox_bytes(corpus(10))
+    cut = data.index(b"Body of message 3.") + 5
+    first, second = tmp_path / "dev.mbox.aa", tmp_path / "dev.mbox.ab"
+    first.write_bytes(data[:cut])
+    second.write_bytes(data[cut:])
+    envelope = data[cut:].index(b"\nFrom someone@example.org") + 1
+    line = data[cut:][:envelope].count(b"\n") + 1
+
+    result = kittypyr("import", config, LIST, first, second, "--workers", "1")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "read 11, archived 10, duplicates 0, skipped 0, failed 1" in result.stdout
+    assert (f"failed: {second}, message 1: the file starts inside a message: what comes before its first"
+            f" envelope line, at line {line} (byte {envelope}), is not imported") in result.stdout
+    assert info(config, LIST)["messages"] == 10

@@ -612,3 +612,20 @@ def test_a_page_or_article_file_that_cannot_be_read_is_named_and_the_rest_mapped
     assert f"error: page not read: {page}: not a regular file" in result.stdout
     assert f"error: page not read: {dangling}: No such file or directory" in result.stdout
     assert f"error: page not read: {articles}: not a regular file" in result.stdout
+
+
+def test_stray_files_and_link_loops_in_the_attachments_folder_are_named(tmp_path):
+    config = write_config(tmp_path)
+    folder = write_folder(tmp_path / "dev", posts_with_attachments())
+    (folder / "attachments" / "index.html").write_text("a page some web server kept here\n")
+    (folder / "attachments" / "loop-a").symlink_to("loop-b")
+    (folder / "attachments" / "loop-b").symlink_to("loop-a")
+
+    result = kittypyr("import", config, LIST, folder, "--workers", "0", timeout=300)
+
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stdout
+    assert "2 kept with the message that links them" in result.stdout
+    for stray in ("index.html", "loop-a", "loop-b"):
+        assert f"attachment linked by no message: {stray}\n" in result.stdout
+    assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in result.stdout

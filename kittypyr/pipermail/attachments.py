@@ -96,9 +96,17 @@ def _folder_names(root):
     names = set()
     if os.path.isdir(root):
         for day in os.scandir(root):
-            if day.is_dir():
-                names.update(entry.name for entry in os.scandir(day.path) if entry.is_dir())
+            if _is_folder(day):
+                names.update(entry.name for entry in os.scandir(day.path) if _is_folder(entry))
     return names
+
+
+def _is_folder(entry):
+    """Whether a ``DirEntry`` is a folder; a link that loops is none, as for ``os.walk``."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _same_bytes(one, other):
@@ -207,10 +215,12 @@ class ScrubbedFiles:
         left = []
         def first_files_first(path):
             # "x-0001.bin" sorts before "x.bin", whose second copy it is.
-            return _SECOND_COPY.match(path.rsplit("/", 1)[1]) is not None, path
+            return _SECOND_COPY.match(path.rsplit("/", 1)[-1]) is not None, path
 
         for path in sorted(paths, key=first_files_first):
-            folder, name = path.rsplit("/", 1)
+            # A file right in attachments/ (one a web server left there) is in no
+            # message's folder: its folder is "", which no message has.
+            folder, _, name = path.rpartition("/")
             copy = _SECOND_COPY.match(name)
             first = f"{folder}/{copy['stem']}{copy['extension'] or ''}" if copy else None
             if path in record.files:  # by an earlier import

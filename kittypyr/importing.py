@@ -221,13 +221,22 @@ def parse_all(paths, report, workers):
     for reader, writer in pipes:
         writer.close()  # the parser's end: closed here, so its death reads as EOF
         channels.append(reader)
+    # Each message is counted as read when it arrives, so that the summary
+    # adds up even if a parser dies before it reports its files (listed
+    # first in the order of ``paths``, as reading them inline would).
+    reports = {str(path): report.file(str(path)) for path in paths}
     try:
         turn = 0
         while True:
             kind, payload = _receive(channels[turn % workers], processes[turn % workers])
             if kind == _DONE:
                 break
-            yield from payload
+            for parsed in payload:
+                file_report = reports.get(parsed.source)
+                if file_report is None:
+                    file_report = reports[parsed.source] = report.file(parsed.source)
+                file_report.read += 1
+                yield parsed
             turn += 1
         # Every other parser is done too: its next chunk would follow this one.
         files = {turn % workers: payload}
@@ -253,13 +262,19 @@ def parse_all(paths, report, workers):
 _CHUNK, _DONE = "chunk", "done"
 
 
+class ParserDied(RuntimeError):
+    """A parser process ended before it sent all it read (killed by the system when out of memory, say)."""
+
+
 def _receive(channel, process):
-    """The next item a parser process sent; raise if it died instead."""
+    """The next item a parser process sent; raise ParserDied if it died instead."""
     try:
         return pickle.loads(channel.recv_bytes())
-    except EOFError:
+    except (EOFError, OSError):  # OSError: it died in the middle of sending
         process.join()
-        raise RuntimeError(f"parser process {process.name} died (exit code {process.exitcode})") from None
+        code = process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        raise ParserDied(f"parser process {process.name} died ({how})") from None
 
 
 def _widen(connection):
@@ -353,11 +368,17 @@ class Importer:
 
     def run(self, parsed_stream):
         batch = []
-        for parsed in parsed_stream:
-            batch.append(parsed)
-            if len(batch) >= self.batch_size:
+        try:
+            for parsed in parsed_stream:
+                batch.append(parsed)
+                if len(batch) >= self.batch_size:
+                    self.flush(batch)
+                    batch = []
+        except ParserDied:
+            # What arrived before is stored: a run again starts after it.
+            if batch:
                 self.flush(batch)
-                batch = []
+            raise
         if batch:
             self.flush(batch)
         if self.observers:
@@ -480,7 +501,12 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
     try:
         importer = Importer(archive, list_address, transaction_manager, report,
                             batch_size=batch_size, progress=bar, observers=observers)
-        importer.run(parse_all(paths, report, workers))
+        try:
+            importer.run(parse_all(paths, report, workers))
+        except ParserDied as exc:
+            report.errors.append(f"{exc}: the import stopped there; every message read before is in"
+                                 " the summary, and running the import again finishes it")
+            return report
         for observer in observers:
             report.notes.extend(observer.summary())
             report.errors.extend(getattr(observer, "errors", ()))

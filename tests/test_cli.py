@@ -515,3 +515,41 @@ def test_a_file_that_starts_inside_a_message_is_read_from_its_first_envelope_lin
     assert (f"failed: {second}, message 1: the file starts inside a message: what comes before its first"
             f" envelope line, at line {line} (byte {envelope}), is not imported") in result.stdout
     assert info(config, LIST)["messages"] == 10
+
+
+def test_a_parser_process_killed_midway_stops_the_import_with_a_summary_that_adds_up(tmp_path, config):
+    # As the system's out-of-memory killer would (a gzip bomb, say).
+    import re
+
+    count = 3000
+    mbox = tmp_path / "big.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(count)))
+    data_fs = tmp_path / "var" / "Data.fs"
+    process = subprocess.Popen(
+        [str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox), "--batch-size", "100",
+         "--workers", "1", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if data_fs.exists() and data_fs.stat().st_size > 1_000_000:
+            break
+        time.sleep(0.05)
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    parsers = [int(c) for c in children
+               if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()
+               and b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert len(parsers) == 1, children
+    os.kill(parsers[0], signal.SIGKILL)
+    out, err = process.communicate(timeout=300)
+
+    assert process.returncode == 1, out + err
+    assert "Traceback" not in err, err
+    assert "error: parser process kittypyr-parser-0 died (killed by signal 9): the import stopped there" in out
+    read, archived, duplicates, skipped, failed = map(int, re.search(
+        r"read (\d+), archived (\d+), duplicates (\d+), skipped (\d+), failed (\d+)", out).groups())
+    assert 0 < read < count and read == archived + duplicates + skipped + failed
+    assert info(config, LIST)["messages"] == archived
+
+    again = kittypyr("import", config, LIST, mbox, "--workers", "1")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"archived {count - archived}, duplicates {archived}" in again.stdout
+    assert info(config, LIST)["messages"] == count

@@ -5,6 +5,7 @@ Each command loads the application from CONFIG (an .ini file, as for
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -27,12 +28,31 @@ from kittypyr.stats import rebuild_activity
 from kittypyr.votes import rebuild_totals
 
 
+@contextlib.contextmanager
 def _environment(config_uri):
+    """The application of ``config_uri``, bootstrapped for the block; its storage closed after it."""
     setup_logging(config_uri)
     # zc.lockfile logs a busy storage itself, as an error line of its own;
     # main() explains it in one line instead.
     logging.getLogger("zc.lockfile").setLevel(logging.CRITICAL)
-    return bootstrap(config_uri)
+    env = bootstrap(config_uri)
+    try:
+        with env:
+            yield env
+    finally:
+        close_databases(env["registry"])
+
+
+def close_databases(registry):
+    """Close the databases a command opened.
+
+    A FileStorage saves its index (``Data.fs.index``) only when it is
+    closed: left open at exit, the next process to open it (the web
+    server) read the whole Data.fs again to rebuild it, and logged
+    "Ignoring index".
+    """
+    for database in getattr(registry, "_zodb_databases", {}).values():  # pyramid_zodbconn's
+        database.close()
 
 
 def prepare_list(archive, registry, list_address, policy=None):

@@ -100,3 +100,14 @@ def test_a_configuration_file_that_is_not_there_is_said_in_one_line(tmp_path, co
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"kittypyr {command[0]}: no configuration file {str(missing)!r} (an .ini file such as development.ini)"]
+
+
+def test_after_an_import_the_next_command_finds_the_storage_index_saved(tmp_path, config):
+    # Else the next process (the web server) reads the whole Data.fs again to
+    # rebuild it, and says "Ignoring index".
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(3)))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    for command in ("info", "reindex", "info"):
+        result = kittypyr(command, config, check=True)
+        assert "Ignoring index" not in result.stderr, (command, result.stderr)

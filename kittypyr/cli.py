@@ -294,8 +294,12 @@ def _missing_config_file(config_uri):
     """
     import plaster
 
-    uri = plaster.parse_uri(config_uri)
-    if uri.scheme.endswith("ini") and not os.path.isfile(uri.path):
+    try:
+        uri = plaster.parse_uri(config_uri)
+    except plaster.InvalidURI:
+        return config_uri
+    local = uri.scheme.startswith("file+") or uri.scheme.endswith("+ini")
+    if local and not os.path.isfile(uri.path):
         return uri.path
     return None
 

@@ -111,3 +111,11 @@ def test_after_an_import_the_next_command_finds_the_storage_index_saved(tmp_path
     for command in ("info", "reindex", "info"):
         result = kittypyr(command, config, check=True)
         assert "Ignoring index" not in result.stderr, (command, result.stderr)
+
+
+@pytest.mark.parametrize("config", ["#main", "settings.cfg"])
+def test_a_configuration_argument_that_names_no_ini_file_is_said_in_one_line(tmp_path, config):
+    result = kittypyr("info", config, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kittypyr info: no configuration file {config!r} (an .ini file such as development.ini)"]

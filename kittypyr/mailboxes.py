@@ -892,7 +892,7 @@ def _finish(raw, path, position, envelope, pipermail, doubts):
 
 
 def _read_maildir(path):
-    """Yield the messages of cur/ and new/, by file name.
+    """Yield the messages of cur/ and new/, by file name (each decompressed if need be).
 
     Every entry is a message: one that cannot be read (a dangling link, a
     directory where a message file should be, an I/O error) is yielded as
@@ -914,11 +914,29 @@ def _read_maildir(path):
     entries.sort()
     for position, (name, sub) in enumerate(entries, start=1):
         try:
-            raw = read_regular_file(os.path.join(path, sub, name))
-        except OSError as exc:
+            raw = _uncompressed(read_regular_file(os.path.join(path, sub, name)))
+        except (OSError, EOFError, _CorruptData) as exc:
             yield RawMail(b"", path, position, None, failure=f"{sub}/{name}: {_describe(exc)}")
             continue
         yield RawMail(raw, path, position, None)
+
+
+def _uncompressed(data):
+    """A Maildir file's message, decompressed if it is compressed (as Dovecot's zlib plugin keeps them).
+
+    EOFError if it is cut short, _CorruptData if it does not decompress.
+    """
+    compression = _compression_of(data)
+    if compression is None:
+        return data
+    decompressor = compression[1]()
+    try:
+        message = decompressor.decompress(data)
+    except (zlib.error, OSError, lzma.LZMAError) as exc:  # bz2 says OSError
+        raise _CorruptData(str(exc) or type(exc).__name__) from exc
+    if not decompressor.eof:
+        raise EOFError("compressed data ends early")
+    return message
     if unlisted is not None:
         raise unlisted
 

@@ -553,3 +553,24 @@ def test_a_parser_process_killed_midway_stops_the_import_with_a_summary_that_add
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"archived {count - archived}, duplicates {archived}" in again.stdout
     assert info(config, LIST)["messages"] == count
+
+
+def test_maildir_messages_compressed_as_dovecot_keeps_them_are_read(tmp_path, config):
+    import bz2
+
+    maildir = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    raws = corpus(4)
+    (maildir / "cur" / "1200000000.M1.host,S=1:2,S").write_bytes(raws[0])
+    (maildir / "cur" / "1200000001.M2.host,S=1:2,SZ").write_bytes(gzip.compress(raws[1]))
+    (maildir / "cur" / "1200000002.M3.host,S=1:2,SZ").write_bytes(bz2.compress(raws[2]))
+    (maildir / "cur" / "1200000003.M4.host,S=1:2,SZ").write_bytes(gzip.compress(raws[3])[:-20])
+
+    result = kittypyr("import", config, LIST, maildir, "--workers", "0")
+
+    assert result.returncode == 1
+    assert "read 4, archived 3, duplicates 0, skipped 0, failed 1" in result.stdout
+    assert (f"failed: {maildir}, message 4: cur/1200000003.M4.host,S=1:2,SZ: compressed data ends early"
+            in result.stdout)
+    assert info(config, LIST)["threads"] == 1

@@ -543,17 +543,36 @@ def _check_regular_file(path):
 
 
 def _sniff(path):
-    """Return (kind, compression) for a file; raise MailSourceError if not mail.
+    """Return (kind, compression, lone_returns) for a file; raise MailSourceError if not mail.
 
-    kind is one of 'mbox', 'pipermail', 'eml' or 'empty'; compression is
-    None or ``(name, new decompressor)``.
+    kind is one of 'mbox', 'pipermail', 'eml', 'inside' or 'empty';
+    compression is None or ``(name, new decompressor)``; lone_returns says
+    that its lines end with a carriage return alone, as classic Mac OS
+    wrote them.
     """
     _check_regular_file(path)
     try:
         data, compression = _sample(path)
     except OSError as exc:
         raise MailSourceError(path, _describe(exc)) from exc
-    return _classify(path, data, os.path.basename(path)), compression
+    lone_returns = b"\r" in data and b"\n" not in data
+    if lone_returns:
+        data = data.replace(b"\r", b"\n")
+    return _classify(path, data, os.path.basename(path)), compression, lone_returns
+
+
+class _LineFeeds:
+    """A stream whose lines end with a carriage return alone, read with line feeds instead.
+
+    Otherwise the whole file would be one line: its first envelope line,
+    and no message.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def read(self, size):
+        return self._stream.read(size).replace(b"\r", b"\n")
 
 
 def detect_format(path) -> str:
@@ -568,7 +587,7 @@ def detect_format(path) -> str:
         if _is_maildir(path):
             return "maildir"
         raise MailSourceError(path, "directory is not a Maildir (no cur/ or new/)")
-    kind, _ = _sniff(path)
+    kind, _, _ = _sniff(path)
     return "pipermail" if kind == "pipermail" else "mbox"
 
 
@@ -589,7 +608,7 @@ def read_mail(path) -> Iterator[RawMail]:
             raise MailSourceError(path, "directory is not a Maildir (no cur/ or new/)")
         yield from _read_maildir(path)
         return
-    kind, compression = _sniff(path)
+    kind, compression, lone_returns = _sniff(path)
     count = 0
     try:
         with _open(path, compression) as stream:
@@ -597,8 +616,8 @@ def read_mail(path) -> Iterator[RawMail]:
             # empty in the sample only because it is broken. A file that
             # starts as a single message does is split too: an mbox whose
             # first envelope line was lost looks just like one.
-            messages = _split_mbox(stream, path, kind == "pipermail", headless=kind == "eml",
-                                   starts_inside=kind == "inside")
+            messages = _split_mbox(_LineFeeds(stream) if lone_returns else stream, path, kind == "pipermail",
+                                   headless=kind == "eml", starts_inside=kind == "inside")
             for message in messages:
                 count += 1
                 yield message

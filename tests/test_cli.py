@@ -574,3 +574,15 @@ def test_maildir_messages_compressed_as_dovecot_keeps_them_are_read(tmp_path, co
     assert (f"failed: {maildir}, message 4: cur/1200000003.M4.host,S=1:2,SZ: compressed data ends early"
             in result.stdout)
     assert info(config, LIST)["threads"] == 1
+
+
+def test_an_mbox_whose_lines_end_in_a_carriage_return_alone_is_read(tmp_path, config):
+    # As classic Mac OS mail programs wrote it.
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(5)).replace(b"\n", b"\r"))
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert info(config, LIST)["threads"] == 1

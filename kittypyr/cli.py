@@ -5,6 +5,7 @@ Each command loads the application from CONFIG (an .ini file, as for
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -27,12 +28,31 @@ from kittypyr.stats import rebuild_activity
 from kittypyr.votes import rebuild_totals
 
 
+@contextlib.contextmanager
 def _environment(config_uri):
+    """The application of ``config_uri``, bootstrapped for the block; its storage closed after it."""
     setup_logging(config_uri)
     # zc.lockfile logs a busy storage itself, as an error line of its own;
     # main() explains it in one line instead.
     logging.getLogger("zc.lockfile").setLevel(logging.CRITICAL)
-    return bootstrap(config_uri)
+    env = bootstrap(config_uri)
+    try:
+        with env:
+            yield env
+    finally:
+        close_databases(env["registry"])
+
+
+def close_databases(registry):
+    """Close the databases a command opened.
+
+    A FileStorage saves its index (``Data.fs.index``) only when it is
+    closed: left open at exit, the next process to open it (the web
+    server) read the whole Data.fs again to rebuild it, and logged
+    "Ignoring index".
+    """
+    for database in getattr(registry, "_zodb_databases", {}).values():  # pyramid_zodbconn's
+        database.close()
 
 
 def prepare_list(archive, registry, list_address, policy=None):
@@ -221,7 +241,7 @@ def build_parser():
     p = commands.add_parser("import", help="import mbox, Maildir or Pipermail files into a list")
     p.add_argument("config")
     p.add_argument("list_address", help="the list's posting address, e.g. dev@lists.example.org")
-    p.add_argument("paths", nargs="+", help="mbox (.gz), Maildir folders, Pipermail YYYY-Month.txt(.gz)")
+    p.add_argument("paths", nargs="+", help="mbox (.gz, .bz2, .xz), Maildir folders, Pipermail YYYY-Month.txt(.gz)")
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="messages per commit")
     p.add_argument("--workers", type=int, default=None, help="parser processes (0: parse inline)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -254,8 +274,44 @@ def build_parser():
     return parser
 
 
+def _print_file_names_as_they_are():
+    """Let stdout write file names that are not valid in the locale's encoding.
+
+    Python gives such a name (an old archive's Latin-1 ``café.mbox``) as
+    lone surrogates, which a UTF-8 locale's strict stdout refuses: the
+    import's summary stopped with a traceback at the first one. They go out
+    as the name's own bytes.
+    """
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
+
+
+def _missing_config_file(config_uri):
+    """The path of the .ini file ``config_uri`` names, if that file is not there; else None.
+
+    Loading it would end in a traceback from deep inside PasteDeploy.
+    """
+    import plaster
+
+    try:
+        uri = plaster.parse_uri(config_uri)
+    except plaster.InvalidURI:
+        return config_uri
+    local = uri.scheme.startswith("file+") or uri.scheme.endswith("+ini")
+    if local and not os.path.isfile(uri.path):
+        return uri.path
+    return None
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    _print_file_names_as_they_are()
+    missing = _missing_config_file(args.config) if getattr(args, "config", None) else None
+    if missing is not None:
+        print(f"kittypyr {args.command}: no configuration file {missing!r} (an .ini file such as "
+              "development.ini)", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except LockError:

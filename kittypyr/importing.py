@@ -54,6 +54,8 @@ class FileReport:
     archived: int = 0
     duplicates: int = 0
     skipped: collections.Counter = field(default_factory=collections.Counter)
+    # reason -> positions of the messages skipped for it, so each is named
+    skipped_at: dict = field(default_factory=dict)
     failed: list = field(default_factory=list)  # (position, reason)
     doubtful: list = field(default_factory=list)  # (position, where and why), see RawMail.doubts
     error: str = ""
@@ -64,6 +66,8 @@ class ImportReport:
     files: list = field(default_factory=list)
     # Lines from what ran beside the import (a Pipermail folder's page mapping).
     notes: list = field(default_factory=list)
+    # What went wrong beside the import (a scrubbed attachment not read): fails it.
+    errors: list = field(default_factory=list)
 
     def file(self, path):
         for report in self.files:
@@ -83,7 +87,7 @@ class ImportReport:
 
     @property
     def ok(self):
-        return not any(f.error or f.failed for f in self.files)
+        return not self.errors and not any(f.error or f.failed for f in self.files)
 
     def summary(self):
         """Human-readable lines: totals, then every reason, every failure and every doubtful split."""
@@ -94,14 +98,17 @@ class ImportReport:
         ]
         for report in self.files:
             for reason, count in sorted(report.skipped.items()):
-                lines.append(f"skipped {count} in {report.path}: {reason}")
+                positions = sorted(report.skipped_at.get(reason, ()))
+                named = (f" (message{'s' if len(positions) > 1 else ''} "
+                         f"{', '.join(map(str, positions))})") if positions else ""
+                lines.append(f"skipped {count} in {report.path}: {reason}{named}")
             for position, reason in report.failed:
                 lines.append(f"failed: {report.path}, message {position}: {reason}")
             for position, doubt in report.doubtful:
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
             if report.error:
                 lines.append(f"error: {report.error}")
-        return lines + self.notes
+        return lines + self.notes + [f"error: {error}" for error in self.errors]
 
 
 @dataclass
@@ -214,13 +221,22 @@ def parse_all(paths, report, workers):
     for reader, writer in pipes:
         writer.close()  # the parser's end: closed here, so its death reads as EOF
         channels.append(reader)
+    # Each message is counted as read when it arrives, so that the summary
+    # adds up even if a parser dies before it reports its files (listed
+    # first in the order of ``paths``, as reading them inline would).
+    reports = {str(path): report.file(str(path)) for path in paths}
     try:
         turn = 0
         while True:
             kind, payload = _receive(channels[turn % workers], processes[turn % workers])
             if kind == _DONE:
                 break
-            yield from payload
+            for parsed in payload:
+                file_report = reports.get(parsed.source)
+                if file_report is None:
+                    file_report = reports[parsed.source] = report.file(parsed.source)
+                file_report.read += 1
+                yield parsed
             turn += 1
         # Every other parser is done too: its next chunk would follow this one.
         files = {turn % workers: payload}
@@ -246,13 +262,19 @@ def parse_all(paths, report, workers):
 _CHUNK, _DONE = "chunk", "done"
 
 
+class ParserDied(RuntimeError):
+    """A parser process ended before it sent all it read (killed by the system when out of memory, say)."""
+
+
 def _receive(channel, process):
-    """The next item a parser process sent; raise if it died instead."""
+    """The next item a parser process sent; raise ParserDied if it died instead."""
     try:
         return pickle.loads(channel.recv_bytes())
-    except EOFError:
+    except (EOFError, OSError):  # OSError: it died in the middle of sending
         process.join()
-        raise RuntimeError(f"parser process {process.name} died (exit code {process.exitcode})") from None
+        code = process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        raise ParserDied(f"parser process {process.name} died ({how})") from None
 
 
 def _widen(connection):
@@ -329,7 +351,8 @@ class Importer:
     called in the batch's transaction for every message stored or found
     stored already (again when a batch is replayed), and
     ``finish(archive, mailing_list)``, called once all batches are in and
-    committed with what it changed.
+    committed with what it changed; its ``errors``, if it has any, are
+    lines that fail the import.
     """
 
     def __init__(self, archive, list_address, transaction_manager, report,
@@ -345,11 +368,17 @@ class Importer:
 
     def run(self, parsed_stream):
         batch = []
-        for parsed in parsed_stream:
-            batch.append(parsed)
-            if len(batch) >= self.batch_size:
+        try:
+            for parsed in parsed_stream:
+                batch.append(parsed)
+                if len(batch) >= self.batch_size:
+                    self.flush(batch)
+                    batch = []
+        except ParserDied:
+            # What arrived before is stored: a run again starts after it.
+            if batch:
                 self.flush(batch)
-                batch = []
+            raise
         if batch:
             self.flush(batch)
         if self.observers:
@@ -412,6 +441,7 @@ class Importer:
                     file_report.duplicates += 1
                 elif outcome == SKIPPED:
                     file_report.skipped[reason] += 1
+                    file_report.skipped_at.setdefault(reason, []).append(parsed.position)
         if self.progress is not None:
             self.progress.update(len(batch))
 
@@ -441,7 +471,7 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
                 workers=None, progress=True):
     """Import every message of ``paths`` into the list ``list_address``.
 
-    A path may be an mbox (plain or gzip), a Maildir, a Pipermail month
+    A path may be an mbox (plain, gzip, bzip2 or xz), a Maildir, a Pipermail month
     file or a whole Pipermail archive folder, whose per-message pages are
     then mapped to the messages (``kittypyr.pipermail.mapping``) and whose
     scrubbed attachments are kept with them (``kittypyr.pipermail.attachments``).
@@ -471,9 +501,15 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
     try:
         importer = Importer(archive, list_address, transaction_manager, report,
                             batch_size=batch_size, progress=bar, observers=observers)
-        importer.run(parse_all(paths, report, workers))
+        try:
+            importer.run(parse_all(paths, report, workers))
+        except ParserDied as exc:
+            report.errors.append(f"{exc}: the import stopped there; every message read before is in"
+                                 " the summary, and running the import again finishes it")
+            return report
         for observer in observers:
             report.notes.extend(observer.summary())
+            report.errors.extend(getattr(observer, "errors", ()))
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()

@@ -1320,11 +1320,14 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
     value = headers.first("in-reply-to")
     if value:
         in_reply_to = _reference_of_header(_raw_header_text(value, None, notes))
-    references = []
+    # Kept in order, each once; a dict, so that a References header of
+    # thousands of ids (looping mail, a hostile one) costs no more than
+    # its length.
+    references = {}
     for value in headers.all("references"):
         for ref in _id_list(_raw_header_text(value, None, notes)):
-            if ref != message_id and ref not in references:
-                references.append(ref)
+            if ref != message_id:
+                references.setdefault(ref)
 
     plains, htmls, attachments = _walk_body(msg, top_fields, hint, notes)
     if plains:

@@ -1,6 +1,7 @@
 """Reading raw messages out of mail archive files.
 
-Supported sources: mbox files (mboxo and mboxrd, plain or gzip-compressed),
+Supported sources: mbox files (mboxo and mboxrd, plain or compressed with
+gzip, bzip2 or xz),
 single RFC 5322 messages (".eml"), Pipermail (Mailman 2) monthly ``.txt``
 archives, and Maildir directories.
 
@@ -9,8 +10,10 @@ byte level, so multi-gigabyte archives never sit in memory as a whole; only
 the message currently being cut out does.
 """
 
+import bz2
 import errno
 import functools
+import lzma
 import os
 import re
 import stat
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Iterator, Optional
 
-__all__ = ["MailSourceError", "RawMail", "detect_format", "read_mail"]
+__all__ = ["MailSourceError", "RawMail", "detect_format", "read_mail", "read_regular_file"]
 
 # Large enough that the per-read Python overhead disappears against the
 # C-level searching, small enough to stay cache- and memory-friendly.
@@ -28,7 +31,14 @@ _CHUNK = 1 << 20
 # How much of a file (decompressed) is looked at to decide what it is.
 _SNIFF_BYTES = 1 << 16
 
-_GZIP_MAGIC = b"\x1f\x8b"
+# How each compression a file may come in starts, and a decompressor of one
+# of its members (gzip) or streams (bzip2, xz): files joined with `cat`
+# hold several.
+_COMPRESSIONS = (
+    ("gzip", re.compile(rb"\x1f\x8b"), lambda: zlib.decompressobj(zlib.MAX_WBITS | 16)),
+    ("bzip2", re.compile(rb"BZh[1-9]"), bz2.BZ2Decompressor),
+    ("xz", re.compile(rb"\xfd7zXZ\x00"), lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ)),
+)
 
 # Pipermail's volume names, one form per archive period (Mailman 2's
 # archive_volume_frequency): 2007 (year), 2007q1 (quarter), 2007-March
@@ -277,10 +287,14 @@ def _restore_addresses(raw):
 # --- opening and sniffing -----------------------------------------------
 
 
+class _CorruptData(Exception):
+    """Compressed data that does not decompress (zlib, bz2 and lzma each say so their own way)."""
+
+
 def _describe(exc):
     if isinstance(exc, EOFError):
         return "compressed data ends early (truncated file?)"
-    if isinstance(exc, zlib.error):
+    if isinstance(exc, (zlib.error, _CorruptData)):
         return f"corrupt compressed data ({exc})"
     if isinstance(exc, OSError):
         if exc.strerror:
@@ -289,26 +303,36 @@ def _describe(exc):
     return str(exc) or type(exc).__name__
 
 
-class _Gunzip:
-    """A minimal reader of (multi-member) gzip data.
+class _Decompressing:
+    """A minimal reader of compressed data: gzip members, or bzip2 or xz
+    streams, one after another (files joined with `cat` hold several).
 
-    gzip.GzipFile discards everything a read() decompressed when it then
-    hits the end of a truncated file, which would lose up to a whole read's
-    worth of good messages. Here read() returns the data decoded so far and
-    the error is raised by the following call. zlib checks each member's
-    CRC and length itself.
+    gzip.GzipFile (and bz2's and lzma's files) discard everything a read()
+    decompressed when it then hits the end of a truncated file, which would
+    lose up to a whole read's worth of good messages. Here read() returns
+    the data decoded so far and the error is raised by the following call.
+    Each decompressor checks its member's or stream's checksum itself.
+
+    Damage where a member starts (bytes after the last member that are no
+    member, as gzip(1) reads with "trailing garbage ignored", or a member
+    cut or corrupt from its first byte) ends the data there instead, for
+    what came before is whole, its last message too: the error is kept in
+    ``damage_after_end``, to be raised once that data is read.
     """
 
-    # Compressed bytes fed to zlib at a time: this bounds what a corrupt
-    # block can take down with it.
+    # Compressed bytes fed to a decompressor at a time: this bounds what a
+    # corrupt block can take down with it.
     _INPUT = 1 << 17
 
-    def __init__(self, path):
+    def __init__(self, path, new_decompressor):
         self._fh = open(path, "rb", buffering=0)
-        self._inflater = None  # None between members
-        self._pending = b""  # compressed bytes not yet decompressed
+        self._new_decompressor = new_decompressor
+        self._decompressor = None  # None between members
+        self._pending = b""  # compressed bytes not yet given to the decompressor
         self._error = None
         self._eof = False
+        self._member_output = 0  # bytes the current member has given so far
+        self.damage_after_end = None
 
     def __enter__(self):
         return self
@@ -324,60 +348,93 @@ class _Gunzip:
         got = 0
         try:
             while got < size and not self._eof:
-                if not self._pending:
-                    self._pending = self._fh.read(self._INPUT)
+                decompressor = self._decompressor
+                if decompressor is None:
                     if not self._pending:
-                        if self._inflater is not None:
-                            raise EOFError("compressed data ends early")
-                        self._eof = True
-                        break
-                if self._inflater is None:
+                        self._pending = self._fh.read(self._INPUT)
+                        if not self._pending:
+                            self._eof = True
+                            break
                     # Padding with NUL bytes after the last member is legal.
                     self._pending = self._pending.lstrip(b"\0")
                     if not self._pending:
                         continue
-                    self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
-                data = self._inflater.decompress(self._pending)
-                if self._inflater.eof:
-                    self._pending = self._inflater.unused_data
-                    self._inflater = None
+                    decompressor = self._decompressor = self._new_decompressor()
+                    self._member_output = 0
+                elif not self._pending and getattr(decompressor, "needs_input", True):
+                    self._pending = self._fh.read(self._INPUT)
+                    if not self._pending:
+                        raise EOFError("compressed data ends early")
+                data = self._decompress(decompressor, size - got)
+                if decompressor.eof:
+                    self._pending = decompressor.unused_data
+                    self._decompressor = None
                 else:
                     self._pending = b""
                 if data:
                     parts.append(data)
                     got += len(data)
-        except (EOFError, zlib.error) as exc:
+                    self._member_output += len(data)
+        except (EOFError, _CorruptData) as exc:
+            if self._member_output == 0:
+                self.damage_after_end = exc
+                self._eof = True
+                return b"".join(parts)
             self._error = exc
             if not parts:
                 raise
         return b"".join(parts)
 
+    def _decompress(self, decompressor, most):
+        try:
+            if hasattr(decompressor, "needs_input"):
+                # bzip2 and xz can make gigabytes of a few kilobytes: no
+                # more than was asked for at a time; they keep the rest of
+                # their input.
+                return decompressor.decompress(self._pending, most)
+            # gzip makes at most about a thousand times its input.
+            return decompressor.decompress(self._pending)
+        except (zlib.error, OSError, lzma.LZMAError) as exc:  # bz2 says OSError
+            raise _CorruptData(str(exc) or type(exc).__name__) from exc
 
-def _open(path, gzipped):
-    if gzipped:
-        return _Gunzip(path)
+
+def _compression_of(head):
+    """``(name, new decompressor)`` of the compression ``head`` starts with, or None."""
+    for name, magic, new_decompressor in _COMPRESSIONS:
+        if magic.match(head):
+            return name, new_decompressor
+    return None
+
+
+def _open(path, compression):
+    if compression is not None:
+        return _Decompressing(path, compression[1])
     return open(path, "rb", buffering=0)
 
 
 def _sample(path):
-    """Return (start of the content, whether the file is gzip-compressed).
+    """Return (start of the content, its compression: None or ``(name, new decompressor)``).
 
     The content is decompressed if need be. A truncated or partly corrupt
-    gzip file still gives what could be decompressed, so that it is
+    compressed file still gives what could be decompressed, so that it is
     recognised for what it is and its good part read; only a file that does
     not decompress at all fails here.
     """
     with open(path, "rb") as fh:
         head = fh.read(_SNIFF_BYTES)
-        if head[:2] != _GZIP_MAGIC:
-            return head, False
+        compression = _compression_of(head)
+        if compression is None:
+            return head, None
         head += fh.read(_SNIFF_BYTES * 3)
-    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    name, new_decompressor = compression
     try:
-        return inflater.decompress(head, _SNIFF_BYTES), True
-    except zlib.error as exc:
-        raise MailSourceError(path, f"not a readable gzip file ({exc})") from exc
+        return new_decompressor().decompress(head, _SNIFF_BYTES), compression
+    except (zlib.error, OSError, lzma.LZMAError) as exc:
+        raise MailSourceError(path, f"not a readable {name} file ({exc})") from exc
 
+
+# What some editors put first in a UTF-8 file: no part of its first message.
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 
 _HEADER_LINE = re.compile(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:")
 _CONTINUATION = re.compile(rb"^[ \t]")
@@ -425,7 +482,14 @@ def _looks_like_header_block(lines):
 
 
 def _classify(path, data, name):
-    """Return 'empty', 'mbox', 'pipermail' or 'eml' for the start of a file."""
+    """Return 'empty', 'mbox', 'pipermail', 'eml' or 'inside' for the start of a file.
+
+    'inside': the file starts inside a message (the second part of an mbox
+    cut with ``split -b``), and an envelope line that starts a message
+    follows within the sample.
+    """
+    if data.startswith(_BYTE_ORDER_MARK):
+        data = data[len(_BYTE_ORDER_MARK):]
     start = _skip_blank(data)
     if start >= len(data):
         return "pipermail" if pipermail_volume_of_file(name) else "empty"
@@ -433,16 +497,18 @@ def _classify(path, data, name):
     if len(data) >= _SNIFF_BYTES and len(lines) > 1:
         lines.pop()  # cut off by the sample size
     first = lines[0]
+    if first.startswith(b"From ") and (_is_envelope(first) or (len(lines) > 1 and _HEADER_LINE.match(lines[1]))):
+        if pipermail_volume_of_file(name) or _PIPERMAIL_ENVELOPE.match(first):
+            return "pipermail"
+        return "mbox"
+    if _HEADER_LINE.match(first) and _looks_like_header_block(lines):
+        return "eml"
+    if _first_envelope(data, start, len(data) < _SNIFF_BYTES) >= 0:
+        return "inside"
     if first.startswith(b"From "):
-        if _is_envelope(first) or (len(lines) > 1 and _HEADER_LINE.match(lines[1])):
-            if pipermail_volume_of_file(name) or _PIPERMAIL_ENVELOPE.match(first):
-                return "pipermail"
-            return "mbox"
         raise MailSourceError(
             path, "not mail: starts with 'From ' but not with an mbox envelope line"
         )
-    if _HEADER_LINE.match(first) and _looks_like_header_block(lines):
-        return "eml"
     if b"\x00" in data[:4096] or re.search(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]", first):
         raise MailSourceError(path, "not mail: binary data")
     raise MailSourceError(
@@ -456,16 +522,57 @@ def _is_maildir(path):
     )
 
 
-def _sniff(path):
-    """Return (kind, gzipped) for a file; raise MailSourceError if not mail.
+def _check_regular_file(path):
+    """Raise MailSourceError unless ``path`` is a regular file (or a link to one).
 
-    kind is one of 'mbox', 'pipermail', 'eml' or 'empty'.
+    The import reads a file more than once (a first look at what it is,
+    then the messages, in each parser process): a pipe (``<(zcat ...)``)
+    or a device would give each reading what the one before left, so
+    messages would be missing without a word, and a FIFO nobody writes to
+    would be waited on forever.
     """
     try:
-        data, gzipped = _sample(path)
+        mode = os.stat(path).st_mode
     except OSError as exc:
         raise MailSourceError(path, _describe(exc)) from exc
-    return _classify(path, data, os.path.basename(path)), gzipped
+    if not stat.S_ISREG(mode):
+        raise MailSourceError(
+            path, "not a regular file (a pipe or a device?): the import reads each file more than once;"
+            " save it to a file and import that"
+        )
+
+
+def _sniff(path):
+    """Return (kind, compression, lone_returns) for a file; raise MailSourceError if not mail.
+
+    kind is one of 'mbox', 'pipermail', 'eml', 'inside' or 'empty';
+    compression is None or ``(name, new decompressor)``; lone_returns says
+    that its lines end with a carriage return alone, as classic Mac OS
+    wrote them.
+    """
+    _check_regular_file(path)
+    try:
+        data, compression = _sample(path)
+    except OSError as exc:
+        raise MailSourceError(path, _describe(exc)) from exc
+    lone_returns = b"\r" in data and b"\n" not in data
+    if lone_returns:
+        data = data.replace(b"\r", b"\n")
+    return _classify(path, data, os.path.basename(path)), compression, lone_returns
+
+
+class _LineFeeds:
+    """A stream whose lines end with a carriage return alone, read with line feeds instead.
+
+    Otherwise the whole file would be one line: its first envelope line,
+    and no message.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def read(self, size):
+        return self._stream.read(size).replace(b"\r", b"\n")
 
 
 def detect_format(path) -> str:
@@ -480,7 +587,7 @@ def detect_format(path) -> str:
         if _is_maildir(path):
             return "maildir"
         raise MailSourceError(path, "directory is not a Maildir (no cur/ or new/)")
-    kind, _ = _sniff(path)
+    kind, _, _ = _sniff(path)
     return "pipermail" if kind == "pipermail" else "mbox"
 
 
@@ -501,34 +608,27 @@ def read_mail(path) -> Iterator[RawMail]:
             raise MailSourceError(path, "directory is not a Maildir (no cur/ or new/)")
         yield from _read_maildir(path)
         return
-    kind, gzipped = _sniff(path)
+    kind, compression, lone_returns = _sniff(path)
     count = 0
     try:
-        with _open(path, gzipped) as stream:
-            if kind == "eml":
-                messages = _read_single(stream, path)
-            else:
-                # Empty-looking files are streamed too: a gzip file can look
-                # empty in the sample only because it is broken.
-                messages = _split_mbox(stream, path, kind == "pipermail")
+        with _open(path, compression) as stream:
+            # Empty-looking files are streamed too: a compressed file can look
+            # empty in the sample only because it is broken. A file that
+            # starts as a single message does is split too: an mbox whose
+            # first envelope line was lost looks just like one.
+            messages = _split_mbox(_LineFeeds(stream) if lone_returns else stream, path, kind == "pipermail",
+                                   headless=kind == "eml", starts_inside=kind == "inside")
             for message in messages:
                 count += 1
                 yield message
-    except (OSError, EOFError, zlib.error) as exc:
+            damage = getattr(stream, "damage_after_end", None)
+            if damage is not None:
+                raise MailSourceError(path, f"{_describe(damage)} where a new compressed member starts"
+                                            f" (after {count} complete messages, all read)")
+    except (OSError, EOFError, zlib.error, _CorruptData) as exc:
         raise MailSourceError(
             path, f"{_describe(exc)} (after {count} complete messages)"
         ) from exc
-
-
-def _read_single(stream, path):
-    data = bytearray()
-    while True:
-        chunk = stream.read(_CHUNK)
-        if not chunk:
-            break
-        data += chunk
-    data = bytes(data)
-    yield RawMail(data[_skip_blank(data):], path, 1, None)
 
 
 # What is looked at after a candidate envelope line to see whether a header
@@ -538,6 +638,24 @@ _LOOKAHEAD_LINES = 6
 _LOOKAHEAD_BYTES = 4096
 
 _HEADERS, _NOTHING, _TEXT = "headers", "nothing", "text"
+
+
+def _first_envelope(buf, start, eof):
+    """Offset in buf of the first envelope line after ``start`` that surely
+    starts a message (after a blank line, a whole date, a header block
+    after it), or -1."""
+    i = buf.find(b"\nFrom ", start)
+    while i >= 0:
+        line_end = buf.find(b"\n", i + 1)
+        if line_end < 0:
+            return -1
+        blank_before = i > start and (
+            buf[i - 1] == 0x0A or (buf[i - 1] == 0x0D and i - 1 > start and buf[i - 2] == 0x0A))
+        if (blank_before and _envelope_form(buf[i + 1:line_end + 1]) == _FULL
+                and _what_follows(buf, line_end + 1, eof) == _HEADERS):
+            return i + 1
+        i = buf.find(b"\nFrom ", i + 1)
+    return -1
 
 
 def _what_follows(buf, start, eof):
@@ -622,8 +740,17 @@ def _judge_envelope(line, form, blank_before, follows):
     return True, "a new message starts at an envelope line with no blank line before it"
 
 
-def _split_mbox(stream, path, pipermail):
+def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
     """Split an mbox stream into RawMail objects.
+
+    ``starts_inside``: the stream starts inside a message (see
+    ``_classify``); what comes before its first envelope line that surely
+    starts a message is yielded as a failure, for it is no whole message.
+
+    ``headless``: the stream starts with a message's header, not with an
+    envelope line (a single message, or an mbox that lost its first
+    line). That first message is kept as it is, unquoted nothing, and the
+    first envelope line that splits the stream after it is doubtful.
 
     Every line that starts with b"From " and has a date is judged on its own
     (``_judge_envelope``): after an empty line (or at the start of a
@@ -639,11 +766,14 @@ def _split_mbox(stream, path, pipermail):
     many small messages nor one huge message cause quadratic copying.
     """
     read = stream.read
-    buf = b""
-    eof = False
+    buf = read(_CHUNK)
+    eof = not buf
     # Bytes and newlines of the file before buf, and a cursor that counts
     # newlines in buf only up to where a doubt needs its line number.
     dropped = 0
+    if buf.startswith(_BYTE_ORDER_MARK):
+        buf = buf[len(_BYTE_ORDER_MARK):]
+        dropped = len(_BYTE_ORDER_MARK)
     counted_to = 0
     newlines = 0
 
@@ -669,13 +799,30 @@ def _split_mbox(stream, path, pipermail):
             buf = buf[start:] + chunk
         else:
             eof = True
-    if not buf.startswith(b"From ", start):
+    fragment = None
+    if starts_inside:
+        first_envelope = _first_envelope(buf, start, eof)
+        if first_envelope < 0:
+            raise MailSourceError(path, "not mail: neither an mbox nor a message (no 'From ' line or headers)")
+        fragment = RawMail(b"", path, 1, None, failure=(
+            "the file starts inside a message: what comes before its first envelope line,"
+            f" at {where(first_envelope)}, is not imported"))
+        start = first_envelope
+        nl = buf.find(b"\n", start)
+    if headless:
+        base = start
+        envelope = None
+    elif not buf.startswith(b"From ", start):
         raise MailSourceError(path, "not mail: no mbox 'From ' line where a message should start")
-    base = len(buf) if nl < 0 else nl + 1
-    envelope = buf[start:base]
+    else:
+        base = len(buf) if nl < 0 else nl + 1
+        envelope = buf[start:base]
     doubts = []
 
     position = 0
+    if fragment is not None:
+        position = 1
+        yield fragment
     scan = base
     find = buf.find
     while True:
@@ -712,6 +859,9 @@ def _split_mbox(stream, path, pipermail):
                     position += 1
                     yield _finish(buf[base:cut], path, position, envelope, pipermail, doubts)
                     doubts = [f"{where(i + 1)}: {doubt}"] if doubt else []
+                    if envelope is None:
+                        doubts.append(f"{where(i + 1)}: the file starts without an envelope line,"
+                                      " as a single message does, yet a new message starts here")
                     envelope = line
                     base = scan = line_end + 1
                     continue
@@ -736,7 +886,9 @@ def _split_mbox(stream, path, pipermail):
             eof = True
 
     raw = buf[base:]
-    if raw.endswith(b"\r\n\r\n") or raw == b"\r\n":
+    if envelope is None:
+        pass  # a single message: no separator line to take off its end
+    elif raw.endswith(b"\r\n\r\n") or raw == b"\r\n":
         raw = raw[:-2]
     elif raw.endswith(b"\n\n") or raw == b"\n":
         raw = raw[:-1]
@@ -745,6 +897,10 @@ def _split_mbox(stream, path, pipermail):
 
 
 def _finish(raw, path, position, envelope, pipermail, doubts):
+    if envelope is None:
+        # The first message of a file that starts without an envelope
+        # line: no mbox writer quoted it.
+        return RawMail(raw, path, position, None, tuple(doubts))
     # A file joined from months of one list may hold Pipermail's messages
     # after others: each is known by its own envelope line.
     if pipermail or _PIPERMAIL_ENVELOPE.match(envelope):
@@ -755,7 +911,7 @@ def _finish(raw, path, position, envelope, pipermail, doubts):
 
 
 def _read_maildir(path):
-    """Yield the messages of cur/ and new/, by file name.
+    """Yield the messages of cur/ and new/, by file name (each decompressed if need be).
 
     Every entry is a message: one that cannot be read (a dangling link, a
     directory where a message file should be, an I/O error) is yielded as
@@ -777,17 +933,35 @@ def _read_maildir(path):
     entries.sort()
     for position, (name, sub) in enumerate(entries, start=1):
         try:
-            raw = _read_message_file(os.path.join(path, sub, name))
-        except OSError as exc:
+            raw = _uncompressed(read_regular_file(os.path.join(path, sub, name)))
+        except (OSError, EOFError, _CorruptData) as exc:
             yield RawMail(b"", path, position, None, failure=f"{sub}/{name}: {_describe(exc)}")
             continue
         yield RawMail(raw, path, position, None)
+
+
+def _uncompressed(data):
+    """A Maildir file's message, decompressed if it is compressed (as Dovecot's zlib plugin keeps them).
+
+    EOFError if it is cut short, _CorruptData if it does not decompress.
+    """
+    compression = _compression_of(data)
+    if compression is None:
+        return data
+    decompressor = compression[1]()
+    try:
+        message = decompressor.decompress(data)
+    except (zlib.error, OSError, lzma.LZMAError) as exc:  # bz2 says OSError
+        raise _CorruptData(str(exc) or type(exc).__name__) from exc
+    if not decompressor.eof:
+        raise EOFError("compressed data ends early")
+    return message
     if unlisted is not None:
         raise unlisted
 
 
-def _read_message_file(full):
-    """The bytes of one Maildir file; OSError if it is not a readable file."""
+def read_regular_file(full):
+    """The bytes of one file (a Maildir's message, a scrubbed attachment); OSError if it is not a readable file."""
     # Non-blocking, so that a FIFO left in cur/ fails here instead of
     # waiting for a writer forever; regular files read as usual.
     fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))

@@ -6,7 +6,9 @@ only when a bar is shown on a terminal. The count is an estimate: a
 doubtful envelope line may be judged otherwise by the import.
 """
 
+import bz2
 import gzip
+import lzma
 import sys
 from pathlib import Path
 
@@ -17,8 +19,14 @@ _READ = 1 << 20
 
 def _open(path):
     with open(path, "rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gzipped else open(path, "rb")
+        head = probe.read(6)
+    if head.startswith(b"\x1f\x8b"):
+        return gzip.open(path, "rb")
+    if head.startswith(b"BZh"):
+        return bz2.open(path, "rb")
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.open(path, "rb")
+    return open(path, "rb")
 
 
 def _count_envelopes(path):
@@ -54,9 +62,9 @@ def estimate_messages(paths):
         try:
             if path.is_dir():
                 total += _count_maildir(path)
-            else:
+            elif path.is_file():  # a pipe read here would be lost to the import
                 total += max(_count_envelopes(path), 1)
-        except (OSError, EOFError, gzip.BadGzipFile):
+        except (OSError, EOFError, gzip.BadGzipFile, lzma.LZMAError):
             continue
     return total
 

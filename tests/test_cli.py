@@ -355,3 +355,234 @@ def test_an_importer_whose_new_list_another_importer_made_first_imports_into_it(
     raced[0].close()  # the command leaves its database to the process
     assert "read 10, archived 10, duplicates 0" in capsys.readouterr().out
     assert info(config, LIST)["messages"] == 10
+
+
+def test_a_pipe_or_fifo_given_as_a_file_is_refused_and_nothing_is_lost(tmp_path, config):
+    # `kittypyr import CONFIG LIST <(zcat old.mbox.gz)` names a pipe: what
+    # one reading of it takes is gone for the next, and the import reads a
+    # file more than once (to see what it is, then to split it).
+    import threading
+
+    data = mbox_bytes(corpus(400))  # more than the first look at a file reads
+    reader, writer = os.pipe()
+
+    def feed():
+        with open(writer, "wb") as pipe:
+            try:
+                pipe.write(data)
+            except BrokenPipeError:
+                pass
+
+    feeding = threading.Thread(target=feed)
+    feeding.start()
+    try:
+        process = subprocess.Popen(
+            [str(VENV_BIN / "kittypyr"), "import", str(config), LIST, f"/dev/fd/{reader}", "--workers", "0",
+             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(reader,))
+    finally:
+        os.close(reader)
+    out, err = process.communicate(timeout=300)
+    feeding.join(timeout=60)
+    assert process.returncode == 1, out + err
+    assert f"error: /dev/fd/{reader}: not a regular file" in out
+    assert "save it to a file" in out and "Traceback" not in err
+
+    # A FIFO nobody writes to: refused at once, not waited on forever.
+    fifo = tmp_path / "dev.mbox"
+    os.mkfifo(fifo)
+    result = kittypyr("import", config, LIST, fifo, "--workers", "1", timeout=120)
+    assert result.returncode == 1
+    assert f"error: {fifo}: not a regular file" in result.stdout
+
+
+def test_an_mbox_whose_first_envelope_line_is_missing_is_split_and_says_so(tmp_path, config):
+    # The first line cut off (by hand, by a tool that saved a message, then
+    # appended others): the file starts like a single message, yet holds five.
+    data = mbox_bytes(corpus(5))
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(data.split(b"\n", 1)[1])
+    second = data.split(b"\n", 1)[1].splitlines().index(b"From someone@example.org Thu Jan  1 00:00:00 2020") + 1
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert (f"doubtful split: {mbox}, message 2, line {second} (byte " in result.stdout
+            and "starts without an envelope line" in result.stdout)
+    assert info(config, LIST)["messages"] == 5
+
+
+def test_bzip2_and_xz_archives_are_imported_and_a_cut_one_is_named(tmp_path, config):
+    import bz2
+    import lzma
+
+    whole = tmp_path / "dev.mbox.bz2"
+    whole.write_bytes(bz2.compress(mbox_bytes(corpus(10))))
+    packed = lzma.compress(mbox_bytes(corpus(10, offset=10)))
+    cut = tmp_path / "dev.mbox.xz"
+    cut.write_bytes(packed[:-40])
+
+    result = kittypyr("import", config, LIST, whole, cut, "--workers", "1")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "not mail" not in result.stdout and "Traceback" not in result.stderr
+    assert f"error: {cut}: compressed data ends early (truncated file?) (after " in result.stdout
+    messages = info(config, LIST)["messages"]
+    assert 10 < messages < 20
+    assert f"read {messages}, archived {messages}, duplicates 0, skipped 0, failed 0" in result.stdout
+
+
+def test_each_skipped_message_is_named_by_its_place_in_the_file(tmp_path, config):
+    quiet = {"X-No-Archive": "yes"}
+    raws = corpus(5)
+    for n in (1, 4):
+        raws[n] = make_message(message_id=f"<quiet{n}@example.org>", subject="off the record",
+                               sender=("Q", "q@example.org"), date=START, body="secret\n", headers=quiet)
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(raws))
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "1")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 5, archived 3, duplicates 0, skipped 2, failed 0" in result.stdout
+    assert f"skipped 2 in {mbox}: the message asks not to be archived (messages 2, 5)" in result.stdout
+
+
+def test_a_file_name_that_is_not_utf8_is_printed_as_it_is(tmp_path, config):
+    # Old archives keep names in Latin-1; stdout of a UTF-8 locale (here
+    # as PYTHONIOENCODING says it) is strict.
+    folder = os.fsencode(tmp_path)
+    quiet = folder + b"/caf\xe9.mbox"
+    with open(quiet, "wb") as f:
+        f.write(mbox_bytes([make_message(message_id="<quiet@example.org>", headers={"X-No-Archive": "yes"})]))
+    broken = folder + b"/r\xe9sum\xe9.mbox"
+    with open(broken, "wb") as f:
+        f.write(b"not mail at all\n")
+
+    result = subprocess.run([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, quiet, broken,
+                             "--workers", "0"], capture_output=True, timeout=300,
+                            env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
+    assert b"skipped 1 in " + quiet + b": the message asks not to be archived" in result.stdout
+    assert b"error: " + broken + b": not mail" in result.stdout
+    assert f"new list {LIST}".encode() in result.stdout
+
+
+def test_bytes_after_the_last_gzip_member_cost_no_message(tmp_path, config):
+    # zcat reads it ("decompression OK, trailing garbage ignored"): so does the import, and says what it left.
+    mbox = tmp_path / "dev.mbox.gz"
+    mbox.write_bytes(gzip.compress(mbox_bytes(corpus(5))) + b"trailing garbage\n")
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0")
+
+    assert result.returncode == 1
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert (f"error: {mbox}: corrupt compressed data (Error -3 while decompressing data: incorrect header check)"
+            " where a new compressed member starts (after 5 complete messages, all read)") in result.stdout
+
+
+def test_a_byte_order_mark_before_the_first_line_is_no_reason_to_refuse_a_file(tmp_path, config):
+    # Saved by an editor that puts a UTF-8 byte-order mark first.
+    bom = b"\xef\xbb\xbf"
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(bom + mbox_bytes(corpus(5)))
+    single = tmp_path / "one.eml"
+    single.write_bytes(bom + corpus(6)[5])
+
+    result = kittypyr("import", config, LIST, mbox, single, "--workers", "0")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 6, archived 6, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert info(config, LIST)["threads"] == 2  # the single message replies to the fifth
+
+
+def test_a_file_that_starts_inside_a_message_is_read_from_its_first_envelope_line(tmp_path, config):
+    # `split -b` of a large mbox: the second part starts in the middle of a message.
+    data = mbox_bytes(corpus(10))
+    cut = data.index(b"Body of message 3.") + 5
+    first, second = tmp_path / "dev.mbox.aa", tmp_path / "dev.mbox.ab"
+    first.write_bytes(data[:cut])
+    second.write_bytes(data[cut:])
+    envelope = data[cut:].index(b"\nFrom someone@example.org") + 1
+    line = data[cut:][:envelope].count(b"\n") + 1
+
+    result = kittypyr("import", config, LIST, first, second, "--workers", "1")
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "read 11, archived 10, duplicates 0, skipped 0, failed 1" in result.stdout
+    assert (f"failed: {second}, message 1: the file starts inside a message: what comes before its first"
+            f" envelope line, at line {line} (byte {envelope}), is not imported") in result.stdout
+    assert info(config, LIST)["messages"] == 10
+
+
+def test_a_parser_process_killed_midway_stops_the_import_with_a_summary_that_adds_up(tmp_path, config):
+    # As the system's out-of-memory killer would (a gzip bomb, say).
+    import re
+
+    count = 3000
+    mbox = tmp_path / "big.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(count)))
+    data_fs = tmp_path / "var" / "Data.fs"
+    process = subprocess.Popen(
+        [str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox), "--batch-size", "100",
+         "--workers", "1", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if data_fs.exists() and data_fs.stat().st_size > 1_000_000:
+            break
+        time.sleep(0.05)
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+    parsers = [int(c) for c in children
+               if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()
+               and b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert len(parsers) == 1, children
+    os.kill(parsers[0], signal.SIGKILL)
+    out, err = process.communicate(timeout=300)
+
+    assert process.returncode == 1, out + err
+    assert "Traceback" not in err, err
+    assert "error: parser process kittypyr-parser-0 died (killed by signal 9): the import stopped there" in out
+    read, archived, duplicates, skipped, failed = map(int, re.search(
+        r"read (\d+), archived (\d+), duplicates (\d+), skipped (\d+), failed (\d+)", out).groups())
+    assert 0 < read < count and read == archived + duplicates + skipped + failed
+    assert info(config, LIST)["messages"] == archived
+
+    again = kittypyr("import", config, LIST, mbox, "--workers", "1")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"archived {count - archived}, duplicates {archived}" in again.stdout
+    assert info(config, LIST)["messages"] == count
+
+
+def test_maildir_messages_compressed_as_dovecot_keeps_them_are_read(tmp_path, config):
+    import bz2
+
+    maildir = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    raws = corpus(4)
+    (maildir / "cur" / "1200000000.M1.host,S=1:2,S").write_bytes(raws[0])
+    (maildir / "cur" / "1200000001.M2.host,S=1:2,SZ").write_bytes(gzip.compress(raws[1]))
+    (maildir / "cur" / "1200000002.M3.host,S=1:2,SZ").write_bytes(bz2.compress(raws[2]))
+    (maildir / "cur" / "1200000003.M4.host,S=1:2,SZ").write_bytes(gzip.compress(raws[3])[:-20])
+
+    result = kittypyr("import", config, LIST, maildir, "--workers", "0")
+
+    assert result.returncode == 1
+    assert "read 4, archived 3, duplicates 0, skipped 0, failed 1" in result.stdout
+    assert (f"failed: {maildir}, message 4: cur/1200000003.M4.host,S=1:2,SZ: compressed data ends early"
+            in result.stdout)
+    assert info(config, LIST)["threads"] == 1
+
+
+def test_an_mbox_whose_lines_end_in_a_carriage_return_alone_is_read(tmp_path, config):
+    # As classic Mac OS mail programs wrote it.
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(5)).replace(b"\n", b"\r"))
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert info(config, LIST)["threads"] == 1

@@ -1,7 +1,9 @@
 """What the command line prints to a newcomer: one line for a busy storage, no warnings, a real progress bar."""
 
+import bz2
 import gzip
 import io
+import lzma
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +73,11 @@ def test_the_count_of_messages_to_import_is_estimated_first(tmp_path):
     for n, raw in enumerate(mails(2)):
         (maildir / "cur" / f"{n}.eml").write_bytes(raw)
     assert estimate_messages([plain, packed, maildir]) == 9
+    bzipped = tmp_path / "c.mbox.bz2"
+    bzipped.write_bytes(bz2.compress(mbox_bytes(mails(5))))
+    xzipped = tmp_path / "d.mbox.xz"
+    xzipped.write_bytes(lzma.compress(mbox_bytes(mails(6))))
+    assert estimate_messages([bzipped, xzipped]) == 11
 
 
 def test_the_progress_bar_shows_total_percentage_and_time_left():
@@ -81,3 +88,34 @@ def test_the_progress_bar_shows_total_percentage_and_time_left():
     shown = out.getvalue()
     bar.close()
     assert "50/200" in shown and "25%" in shown and "<" in shown  # elapsed<remaining
+
+
+@pytest.mark.parametrize("command", [("info",), ("import", LIST, "PATH")])
+def test_a_configuration_file_that_is_not_there_is_said_in_one_line(tmp_path, command):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(1)))
+    missing = tmp_path / "developmnet.ini"
+    args = [str(mbox) if a == "PATH" else a for a in command]
+    result = kittypyr(args[0], missing, *args[1:])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kittypyr {command[0]}: no configuration file {str(missing)!r} (an .ini file such as development.ini)"]
+
+
+def test_after_an_import_the_next_command_finds_the_storage_index_saved(tmp_path, config):
+    # Else the next process (the web server) reads the whole Data.fs again to
+    # rebuild it, and says "Ignoring index".
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(3)))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    for command in ("info", "reindex", "info"):
+        result = kittypyr(command, config, check=True)
+        assert "Ignoring index" not in result.stderr, (command, result.stderr)
+
+
+@pytest.mark.parametrize("config", ["#main", "settings.cfg"])
+def test_a_configuration_argument_that_names_no_ini_file_is_said_in_one_line(tmp_path, config):
+    result = kittypyr("info", config, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kittypyr info: no configuration file {config!r} (an .ini file such as development.ini)"]

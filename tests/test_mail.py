@@ -715,3 +715,17 @@ def test_fuzzed_messages_never_raise():
 def test_a_zone_written_without_its_sign_is_no_early_year():
     mail = parse(make_message(date="Tue, 2 Jan 2024 15:04:05 0100"))
     assert mail.date == datetime(2024, 1, 2, 14, 4, 5, tzinfo=UTC)
+
+
+def test_a_references_header_of_thousands_of_ids_is_read_in_linear_time():
+    # A hostile (or looping) References header of 60,000 ids, some repeated:
+    # a post must not hold up an import, or the archiver, for minutes.
+    import time
+
+    ids = [f"<r{n}@example.org>" for n in range(60000)]
+    raw = make_message(message_id="<many@example.org>", subject="Many",
+                       headers={"References": " ".join(ids + ids[:10] + ["<many@example.org>"])})
+    started = time.process_time()
+    mail = parse(raw)
+    assert time.process_time() - started < 5
+    assert mail.references == tuple(i.strip("<>") for i in ids)

@@ -1,4 +1,6 @@
+import bz2
 import gzip
+import lzma
 import os
 import pickle
 from datetime import datetime, timezone
@@ -323,6 +325,81 @@ def test_multi_member_gzip(tmp_path):
     path = _write(tmp_path, "multi.mbox.gz", data)
 
     assert [m.raw for m in read_mail(path)] == [_message(1), _message(2)]
+
+
+
+
+@pytest.mark.parametrize("after", [b"trailing garbage\n" * 3, b"\x1f\x8b\x08\x00" + b"\xff" * 40, b"\x1f\x8b"],
+                         ids=["garbage", "corrupt-member", "cut-member"])
+def test_every_message_of_a_whole_member_is_read_before_what_follows_fails(tmp_path, after):
+    # What gzip(1) reads with "decompression OK, trailing garbage ignored":
+    # the last message before the damage is whole, and is read too.
+    messages = [_message(n) for n in range(1, 6)]
+    path = _write(tmp_path, "list.mbox.gz", gzip.compress(_mbox(*messages)) + after)
+
+    got = []
+    with pytest.raises(MailSourceError, match="after 5 complete messages"):
+        for mail in read_mail(path):
+            got.append(mail.raw)
+
+    assert got == messages
+
+
+# --- bzip2 and xz ---------------------------------------------------------
+
+_COMPRESSORS = {"bz2": bz2.compress, "xz": lzma.compress}
+
+
+@pytest.mark.parametrize("suffix", sorted(_COMPRESSORS))
+def test_bzip2_and_xz_files_are_read_in_every_stream(tmp_path, suffix):
+    compress = _COMPRESSORS[suffix]
+    messages = [_message(n) for n in range(1, 4)]
+    # Joined with `cat`, as gzip files can be; by content, whatever the name.
+    data = compress(_mbox(*messages[:2])) + compress(_mbox(messages[2]))
+    path = _write(tmp_path, "list", data)
+
+    assert detect_format(path) == "mbox"
+    assert [m.raw for m in read_mail(path)] == messages
+
+
+@pytest.mark.parametrize("suffix", sorted(_COMPRESSORS))
+def test_truncated_bzip2_and_xz_yield_complete_messages_then_raise(tmp_path, suffix):
+    # Several of bzip2's blocks of 900 KB.
+    messages = [_message(n, os.urandom(3000).hex().encode() + b"\n") for n in range(1, 601)]
+    compressed = _COMPRESSORS[suffix](_mbox(*messages))
+    path = _write(tmp_path, f"cut.mbox.{suffix}", compressed[: len(compressed) // 2])
+
+    got = []
+    with pytest.raises(MailSourceError) as caught:
+        for mail in read_mail(path):
+            got.append(mail)
+
+    assert "compressed data ends early" in str(caught.value)
+    assert 0 < len(got) < len(messages)
+    assert [m.raw for m in got] == messages[: len(got)]
+
+
+@pytest.mark.parametrize("suffix", sorted(_COMPRESSORS))
+def test_corrupt_bzip2_and_xz(tmp_path, suffix):
+    compressed = _COMPRESSORS[suffix](_mbox(_message(1)))
+    path = _write(tmp_path, f"bad.mbox.{suffix}", compressed[:12] + b"\xff" * 64)
+
+    with pytest.raises(MailSourceError, match=f"bad.mbox.{suffix}: "):
+        list(read_mail(path))
+
+    messages = [_message(n, os.urandom(3000).hex().encode() + b"\n") for n in range(1, 601)]
+    compressed = bytearray(_COMPRESSORS[suffix](_mbox(*messages)))
+    middle = len(compressed) // 2
+    compressed[middle:middle + 64] = bytes(64)
+    path = _write(tmp_path, f"damaged.mbox.{suffix}", bytes(compressed))
+
+    got = []
+    with pytest.raises(MailSourceError, match=f"damaged.mbox.{suffix}: corrupt compressed data"):
+        for mail in read_mail(path):
+            got.append(mail.raw)
+
+    assert 0 < len(got) < len(messages) and got == messages[: len(got)]
+
 
 
 # --- Pipermail -----------------------------------------------------------

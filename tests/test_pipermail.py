@@ -1,6 +1,7 @@
 """Moving in from Mailman 2: a Pipermail folder imported, and every old URL still leading somewhere."""
 
 import gzip
+import os
 from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
@@ -553,3 +554,79 @@ def test_a_kept_attachment_of_a_message_no_longer_anywhere_is_not_found(app, tmp
         del mailing_list.messages.tombstones[name]  # as an archive restored from before the import
         transaction.commit()
     TestApp(app).get(f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'chart.png')}", status=404)
+
+
+def test_an_attachment_file_that_cannot_be_read_is_named_and_the_rest_kept(tmp_path):
+    # A dangling link (or a FIFO) among the scrubbed files of a message
+    # whose other files are kept: the import names it, keeps everything
+    # else and maps the pages, and says so without a traceback.
+    config = write_config(tmp_path)
+    posts = posts_with_attachments()
+    folder = write_folder(tmp_path / "dev", posts)
+    gone = attachment_path(posts[2], 0, "gone.txt")
+    (folder / "attachments" / gone).symlink_to(tmp_path / "moved-away.txt")
+    waiting = attachment_path(posts[2], 0, "pipe.bin")
+    os.mkfifo(folder / "attachments" / waiting)
+
+    result = kittypyr("import", config, LIST, folder, "--workers", "0", timeout=300)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert f"error: attachment not read: {folder / 'attachments' / gone}: No such file or directory" in result.stdout
+    assert f"error: attachment not read: {folder / 'attachments' / waiting}: not a regular file" in result.stdout
+    assert "2 kept with the message that links them" in result.stdout
+    assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in result.stdout
+
+
+def test_a_damaged_page_of_unclosed_tags_is_read_in_linear_time():
+    # A page cut short or made by hand, with thousands of tags that are
+    # never closed: each was searched to the page's end, for minutes.
+    import time
+
+    from kittypyr.pipermail.pages import read_page
+
+    for opening in ("<H1>", "<TITLE>", "<B>", "<I>", '<A HREF="mailto:x">', "<!--beginarticle-->"):
+        data = ("<HTML>" + opening * 40000 + "</HTML>").encode()
+        started = time.process_time()
+        page = read_page(data, 12, "2007-March")
+        assert time.process_time() - started < 2, opening
+        assert page.number == 12 and page.attachments == {}
+
+
+def test_a_page_or_article_file_that_cannot_be_read_is_named_and_the_rest_mapped(tmp_path):
+    config = write_config(tmp_path)
+    folder = write_folder(tmp_path / "dev", thread_posts(), database=True)
+    page = folder / "2007-March" / "000099.html"
+    os.mkfifo(page)  # read, it would be waited on forever
+    dangling = folder / "2007-March" / "000098.html"
+    dangling.symlink_to(tmp_path / "moved-away.html")
+    articles = folder / "database" / "2007-May-article"
+    os.mkfifo(articles)
+
+    result = kittypyr("import", config, LIST, folder, "--workers", "0", timeout=120)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
+    assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in result.stdout
+    assert f"error: page not read: {page}: not a regular file" in result.stdout
+    assert f"error: page not read: {dangling}: No such file or directory" in result.stdout
+    assert f"error: page not read: {articles}: not a regular file" in result.stdout
+
+
+def test_stray_files_and_link_loops_in_the_attachments_folder_are_named(tmp_path):
+    config = write_config(tmp_path)
+    folder = write_folder(tmp_path / "dev", posts_with_attachments())
+    (folder / "attachments" / "index.html").write_text("a page some web server kept here\n")
+    (folder / "attachments" / "loop-a").symlink_to("loop-b")
+    (folder / "attachments" / "loop-b").symlink_to("loop-a")
+
+    result = kittypyr("import", config, LIST, folder, "--workers", "0", timeout=300)
+
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stdout
+    assert "2 kept with the message that links them" in result.stdout
+    for stray in ("index.html", "loop-a", "loop-b"):
+        assert f"attachment linked by no message: {stray}\n" in result.stdout
+    assert f"pipermail {folder}: 5 pages, 5 mapped by Message-ID" in result.stdout

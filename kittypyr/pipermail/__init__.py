@@ -23,8 +23,9 @@ def folder_observers(paths):
     for path in paths:
         path = os.fspath(path)
         if os.path.isdir(path) and pipermail_months(path):
-            pages = read_folder(path)
-            observers.append(PageMatcher(path, pages))
+            unread = []
+            pages = read_folder(path, unread)
+            observers.append(PageMatcher(path, pages, errors=unread))
             observers.append(ScrubbedFiles(path, pages))
     return observers
 

@@ -17,7 +17,8 @@ a file no notice links is kept with the message of the other files of its
 folder, or else with the one message whose Message-ID gives its folder's
 name; a second copy ``<name>-0001.<ext>`` of a kept file's very bytes
 (``bin/arch`` run again leaves those) leads to the kept one. A file of a
-folder no message links is named in the import's summary.
+folder no message links is named in the import's summary, and so is one
+that cannot be read (a dangling link, say), which fails the import.
 """
 
 import hashlib
@@ -27,6 +28,7 @@ import re
 from collections import Counter
 
 from kittypyr.events import ObjectModified, notify
+from kittypyr.mailboxes import read_regular_file
 from kittypyr.pipermail.mapping import pipermail_archive
 from kittypyr.pipermail.pages import scrubbed_links
 from kittypyr.resources.message import Attachment
@@ -43,6 +45,7 @@ KEPT, ALREADY_KEPT, BESIDE, COPY = "kept", "already kept", "beside", "copy"
 # bin/arch names a file it scrubs again ``<stem>-0001<.ext>`` beside the first.
 _SECOND_COPY = re.compile(r"^(?P<stem>.+)-\d{4}(?P<extension>\.[^./]*)?$")
 MISSING, NOT_ARCHIVED = "linked, not in the folder", "linked by no archived message"
+UNREADABLE = "not read"
 
 
 def _content_type(name, noticed):
@@ -93,9 +96,17 @@ def _folder_names(root):
     names = set()
     if os.path.isdir(root):
         for day in os.scandir(root):
-            if day.is_dir():
-                names.update(entry.name for entry in os.scandir(day.path) if entry.is_dir())
+            if _is_folder(day):
+                names.update(entry.name for entry in os.scandir(day.path) if _is_folder(entry))
     return names
+
+
+def _is_folder(entry):
+    """Whether a ``DirEntry`` is a folder; a link that loops is none, as for ``os.walk``."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _same_bytes(one, other):
@@ -127,6 +138,8 @@ class ScrubbedFiles:
         self.by_folder_name = {name: set() for name in _folder_names(self.root)}
         self.outcomes = Counter()
         self.unlinked = []
+        # "attachment not read: <file>: <reason>" for the import's errors.
+        self.errors = []
         self.files = 0
 
     def stored(self, mailing_list, parsed, result):
@@ -146,6 +159,7 @@ class ScrubbedFiles:
         if record.files is None:
             record.files = type(record.attachments)()
         self.outcomes.clear()
+        self.errors = []
         linked = dict(self.noticed)
         for number, page in sorted(self.pages.items()):
             for path in page.attachments:
@@ -178,8 +192,14 @@ class ScrubbedFiles:
         message = mailing_list.messages.data.get(message_hash) if message_hash else None
         if message is None:
             return NOT_ARCHIVED
-        with open(self._full(path), "rb") as f:
-            data = f.read()
+        try:
+            data = read_regular_file(self._full(path))
+        except OSError as exc:
+            # One file the import cannot read (a dangling link, a FIFO, no
+            # permission) must not cost the folder its other files and
+            # page numbers: it is named, and the import fails.
+            self.errors.append(f"attachment not read: {self._full(path)}: {exc.strerror or exc}")
+            return UNREADABLE
         before = len(message.attachments)
         index = attach_file(mailing_list, message, path, data, _content_type(path, content_type))
         record.files[path] = (message_hash, index)
@@ -195,10 +215,12 @@ class ScrubbedFiles:
         left = []
         def first_files_first(path):
             # "x-0001.bin" sorts before "x.bin", whose second copy it is.
-            return _SECOND_COPY.match(path.rsplit("/", 1)[1]) is not None, path
+            return _SECOND_COPY.match(path.rsplit("/", 1)[-1]) is not None, path
 
         for path in sorted(paths, key=first_files_first):
-            folder, name = path.rsplit("/", 1)
+            # A file right in attachments/ (one a web server left there) is in no
+            # message's folder: its folder is "", which no message has.
+            folder, _, name = path.rpartition("/")
             copy = _SECOND_COPY.match(name)
             first = f"{folder}/{copy['stem']}{copy['extension'] or ''}" if copy else None
             if path in record.files:  # by an earlier import

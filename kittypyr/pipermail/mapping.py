@@ -210,9 +210,11 @@ class PageMatcher:
       subject.
     """
 
-    def __init__(self, folder, pages):
+    def __init__(self, folder, pages, errors=()):
+        """``errors``: the folder's pages that could not be read, lines that fail the import."""
         self.folder = folder
         self.pages = pages
+        self.errors = list(errors)
         self.by_id = {}
         self.by_subject = {}
         for number, page in sorted(pages.items()):

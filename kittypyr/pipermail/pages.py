@@ -25,22 +25,61 @@ from email.utils import parsedate_tz
 from urllib.parse import unquote_to_bytes
 
 from kittypyr.mail import message_id_of_header
-from kittypyr.mailboxes import pipermail_volume
+from kittypyr.mailboxes import pipermail_volume, read_regular_file
 
 __all__ = ["Page", "read_folder", "scrubbed_links"]
 
 
 _PAGE_NAME = re.compile(r"^(\d{6,})\.html$")
 _CHARSET = re.compile(rb"<META[^>]*charset=(?:3D)?[\"']?([A-Za-z0-9_.:-]+)", re.IGNORECASE)
-_H1 = re.compile(r"<H1>(.*?)</H1>", re.IGNORECASE | re.DOTALL)
-_TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.IGNORECASE | re.DOTALL)
+
+
+class _Element:
+    """A start tag and the text up to its end tag (``group(1)``, after the
+    start tag's own groups), as ``re.search`` of ``<H1>(.*?)</H1>`` would
+    find them, in time linear in the page.
+
+    That search tries each start tag in turn, each to the page's end when
+    no end tag follows: a damaged page of thousands of unclosed tags took
+    minutes. If the first start tag has no end tag after it, no later one
+    has, so only the first is tried.
+    """
+
+    def __init__(self, start, end, flags=re.IGNORECASE):
+        self.start = re.compile(start, flags)
+        self.end = re.compile(end, flags)
+
+    def search(self, text, pos=0):
+        opening = self.start.search(text, pos)
+        if opening is None:
+            return None
+        closing = self.end.search(text, opening.end())
+        if closing is None:
+            return None
+        return _Found(opening.groups() + (text[opening.end():closing.start()],), closing.end())
+
+
+class _Found:
+    def __init__(self, groups, end):
+        self._groups = groups
+        self._end = end
+
+    def group(self, number):
+        return self._groups[number - 1]
+
+    def end(self):
+        return self._end
+
+
+_H1 = _Element(r"<H1>", r"</H1>")
+_TITLE = _Element(r"<TITLE>", r"</TITLE>")
 # The author, the address link and the date follow the H1 in this order in
 # every Pipermail template; the body comes only after them.
-_AUTHOR = re.compile(r"<B>(.*?)</B>", re.IGNORECASE | re.DOTALL)
-_ADDRESS = re.compile(r"<A\s+HREF=\"mailto:([^\"]*)\"[^>]*>(.*?)</A>", re.IGNORECASE | re.DOTALL)
-_DATE = re.compile(r"<I>(.*?)</I>", re.IGNORECASE | re.DOTALL)
+_AUTHOR = _Element(r"<B>", r"</B>")
+_ADDRESS = _Element(r"<A\s+HREF=\"mailto:([^\"]*)\"[^>]*>", r"</A>")
+_DATE = _Element(r"<I>", r"</I>")
 _REPLY_ID = re.compile(r"[?&]In-Reply-To=([^&\"]*)", re.IGNORECASE)
-_BODY = re.compile(r"<!--beginarticle-->(.*?)<!--endarticle-->", re.DOTALL)
+_BODY = _Element(r"<!--beginarticle-->", r"<!--endarticle-->", flags=0)
 # Scrubbed parts are linked from the body as .../<list>/attachments/<day>/<id>/<name>.
 _ATTACHMENT_LINK = re.compile(r"/attachments/(\d{8}/[0-9a-f]+/[^\s\"<>&]+)", re.IGNORECASE)
 # The scrubber's notice: its URL line, and the type line of a non-text part.
@@ -286,11 +325,14 @@ def _article(data, volume):
 
 
 def read_articles(path, volume):
-    """The ``Page`` of every article pickled in a ``database/<volume>-article`` file."""
+    """The ``Page`` of every article pickled in a ``database/<volume>-article`` file.
+
+    OSError if the file cannot be read; a damaged one gives what it can.
+    """
+    data = read_regular_file(path)
     try:
-        with open(path, "rb") as f:
-            table = marshal.load(f)
-    except (OSError, EOFError, ValueError, TypeError):
+        table = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
         return []
     if not isinstance(table, dict):
         return []
@@ -313,13 +355,16 @@ def _merge(page, article):
     return page
 
 
-def read_folder(folder):
+def read_folder(folder, errors=None):
     """Every page of a Pipermail folder: ``{number: Page}``.
 
     Per-message pages are read from each volume folder; articles of
     ``database/`` complete them (the message's own Message-ID, the exact
-    date) and stand for pages that are missing.
+    date) and stand for pages that are missing. A page or article file
+    that cannot be read (a dangling link, a FIFO, no permission) is
+    skipped, and named in ``errors``, a list, if one is given.
     """
+    errors = [] if errors is None else errors
     pages = {}
     for volume in sorted(os.listdir(folder)):
         path = os.path.join(folder, volume)
@@ -330,9 +375,9 @@ def read_folder(folder):
             if match is None:
                 continue
             try:
-                with open(os.path.join(path, name), "rb") as f:
-                    data = f.read()
-            except OSError:
+                data = read_regular_file(os.path.join(path, name))
+            except OSError as exc:
+                errors.append(f"page not read: {os.path.join(path, name)}: {exc.strerror or exc}")
                 continue
             number = int(match.group(1))
             pages[number] = read_page(data, number, volume)
@@ -342,7 +387,12 @@ def read_folder(folder):
             if not name.endswith("-article"):
                 continue
             volume = name[: -len("-article")]
-            for article in read_articles(os.path.join(database, name), volume):
+            try:
+                articles = read_articles(os.path.join(database, name), volume)
+            except OSError as exc:
+                errors.append(f"page not read: {os.path.join(database, name)}: {exc.strerror or exc}")
+                continue
+            for article in articles:
                 known = pages.get(article.number)
                 pages[article.number] = article if known is None else _merge(known, article)
     return pages

@@ -1,6 +1,10 @@
 """kittypyr: the web archive of GNU Mailman 3 mailing lists."""
 
+import atexit
+import signal
+import threading
 import warnings
+import weakref
 
 # Pyramid 2 imports pkg_resources, which then warns at every start that it
 # is deprecated: nothing anyone running kittypyr can act on (setup.py pins
@@ -54,11 +58,45 @@ def main(global_config, **settings):
             config.include(extension)
         app = config.make_wsgi_app()
     _bootstrap_storage(app.registry)
+    _close_storage_at_exit(app.registry)
     if asbool(settings.get("kittypyr.warm_up", False)):
         from kittypyr.warmup import warm_up
 
         warm_up(app, connections=int(settings.get("kittypyr.warm_up_connections", 1)))
     return app
+
+
+# The databases of every application made in this process, closed as it exits.
+_open_databases = weakref.WeakSet()
+
+
+def _close_open_databases():
+    for database in list(_open_databases):
+        database.close()
+
+
+atexit.register(_close_open_databases)
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _close_storage_at_exit(registry):
+    """Close the application's databases when the process exits, SIGTERM included.
+
+    FileStorage saves its index of where each record lies only when it is
+    closed; a server that systemd, Docker or a supervisor stopped with
+    SIGTERM died without closing it, and its next start read every
+    transaction written since the index was last saved (the whole file,
+    from a first start). SIGTERM now ends the process as Ctrl-C does, by an
+    exception that lets the server stop and ``atexit`` close the storage:
+    only where nothing else took the signal (the server's own handler wins).
+    """
+    _open_databases.update(getattr(registry, "_zodb_databases", {}).values())
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def _bootstrap_storage(registry, attempts=5):

@@ -211,3 +211,30 @@ def test_served_under_archives_through_nginx(served, tmp_path):
     finally:
         proxy.terminate()
         proxy.wait(timeout=30)
+
+
+def test_a_server_stopped_by_sigterm_saves_the_storage_index(tmp_path):
+    # systemd, Docker and most supervisors stop a service with SIGTERM.
+    # FileStorage saves its index of where each record lies only when it is
+    # closed: a server that died of the signal left the next start to read
+    # every transaction written since the index was last saved, the whole
+    # file at worst ("Ignoring index").
+    from ZODB.fsIndex import fsIndex
+
+    from tests.functional import write_config
+
+    port = free_port()
+    config = write_config(tmp_path, port=port)
+    data = tmp_path / "var" / "Data.fs"
+    for start in range(2):
+        server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(port, process=server, timeout=60)
+            assert get(port, "/")[0] == 200
+        finally:
+            server.terminate()
+            output = server.communicate(timeout=30)[0].decode()
+        assert "Traceback" not in output and "Ignoring index" not in output, output
+        saved = fsIndex.load(str(data) + ".index")
+        assert saved["pos"] == data.stat().st_size

@@ -15,6 +15,7 @@ from pyramid.config import Configurator
 from pyramid.scripting import prepare
 from pyramid.settings import asbool, aslist
 from ZODB.POSException import ConflictError
+from zc.lockfile import LockError
 
 PARTS = (
     "kittypyr.templating",
@@ -51,7 +52,15 @@ def main(global_config, **settings):
         config.include("pyramid_chameleon")
         config.include("pyramid_tm")
         config.include("pyramid_retry")
-        config.include("pyramid_zodbconn")
+        try:
+            config.include("pyramid_zodbconn")
+        except LockError:
+            # An embedded FileStorage is for one process: a second server
+            # (or a command) on it cannot start, and should say why.
+            raise SystemExit(
+                "kittypyr: the storage in zodbconn.uri is in use by another process (a server or a kittypyr "
+                "command): stop that one first. To serve from several processes at once, use ZEO or "
+                "RelStorage (README: 'Storage: one process or many').") from None
         for part in PARTS:
             config.include(part)
         for extension in extensions:

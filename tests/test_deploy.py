@@ -238,3 +238,24 @@ def test_a_server_stopped_by_sigterm_saves_the_storage_index(tmp_path):
         assert "Traceback" not in output and "Ignoring index" not in output, output
         saved = fsIndex.load(str(data) + ".index")
         assert saved["pos"] == data.stat().st_size
+
+
+def test_a_second_server_on_the_same_storage_says_why_it_cannot_start(tmp_path):
+    from tests.functional import write_config
+
+    port = free_port()
+    config = write_config(tmp_path, port=port)
+    first = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process=first, timeout=60)
+        second = subprocess.run([str(VENV_BIN / "pserve"), str(config)], capture_output=True, text=True,
+                                timeout=60)
+        output = second.stdout + second.stderr
+        assert second.returncode != 0
+        assert "Traceback" not in output, output
+        assert "in use by another process" in output and "ZEO" in output
+        assert get(port, "/")[0] == 200  # the first one serves on
+    finally:
+        first.terminate()
+        first.wait(timeout=30)

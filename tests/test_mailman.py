@@ -126,7 +126,16 @@ def test_sign_up_confirm_by_mail_then_log_in(stack):
     page = reader.get("/confirm", params={"token": token})
     assert page.status_code == 200 and address in page.text  # a GET only shows the button
     assert not stack.core.client().get_address(address).verified
-    confirmed = reader.http.post(stack.archive.base_url + "confirm", data={"token": token}, timeout=30)
+    # The link alone confirms nothing: anyone may sign up anyone's address,
+    # and whoever clicks must know the password chosen, or a stranger would
+    # hand the one who signed them up a confirmed account with their address.
+    for password in ("", "not-the-one"):
+        refused = reader.http.post(stack.archive.base_url + "confirm", data={"token": token, "password": password},
+                                   timeout=30)
+        assert refused.status_code == 403 and "not the password" in refused.text
+        assert not stack.core.client().get_address(address).verified
+    confirmed = reader.http.post(stack.archive.base_url + "confirm",
+                                 data={"token": token, "password": "newcomer-pass"}, timeout=30)
     assert "is confirmed" in confirmed.text
     assert stack.core.client().get_address(address).verified
     assert reader.log_in(address, "newcomer-pass").status_code == 303

@@ -220,6 +220,30 @@ def confirm(context, request):
         return {"address": None, "token": token, "confirmed": False}
     if request.method != "POST":
         return {"address": address, "token": token, "confirmed": False}
+    # Anyone may sign up anyone's address: a stranger clicking Confirm in
+    # the mail they got would hand whoever did a confirmed account with
+    # their address. Only the one who chose the password confirms; wrong
+    # ones count as wrong passwords at login do.
+    failures, client = context.login_failures, request.remote_addr
+    if login_throttle.wait_seconds(failures, address, client) > 0:
+        request.response.status = 429
+        return {"address": address, "token": token, "confirmed": False,
+                "error": "Too many failed attempts. Please try again later."}
+    try:
+        check_login(request.registry, address, request.POST.get("password", ""))
+    except LoginRefused:
+        login_throttle.failed(failures, address, client)
+        request.response.status = 403
+        return {"address": address, "token": token, "confirmed": False,
+                "error": "This is not the password chosen when signing up. If you did not sign up, "
+                         "close this page: nothing more will happen."}
+    except AddressNotVerified:
+        pass  # the right password, for an address not proved yet: as expected
+    except MailmanUnavailable as exc:
+        log.warning("confirmation of %s impossible: %s", address, exc)
+        request.response.status = 503
+        return {"address": address, "token": token, "confirmed": False,
+                "error": "Addresses cannot be confirmed right now. Please try again later."}
     try:
         verify_address(request.registry, address)
     except MailmanUnavailable as exc:

@@ -5,13 +5,16 @@ Each command loads the application from CONFIG (an .ini file, as for
 """
 
 import argparse
+import configparser
 import json
 import logging
 import os
 import sys
+from urllib.parse import urlsplit
 
 import transaction
-from pyramid.paster import bootstrap, setup_logging
+from plaster.exceptions import PlasterError
+from pyramid.paster import bootstrap, get_appsettings, setup_logging
 from pyramid_zodbconn import get_connection
 from repoze.catalog.query import Eq
 from zc.lockfile import LockError
@@ -33,6 +36,46 @@ def _environment(config_uri):
     # main() explains it in one line instead.
     logging.getLogger("zc.lockfile").setLevel(logging.CRITICAL)
     return bootstrap(config_uri)
+
+
+def config_problem(config):
+    """Why ``config`` cannot be the .ini file a command runs with, said with what to do; None when it can."""
+    if not os.path.isfile(config):
+        return (f"there is no configuration file {config}: give the .ini file the web server runs with "
+                "(such as development.ini or production.ini)")
+    try:
+        settings = get_appsettings(config)
+    except (PlasterError, configparser.Error, LookupError):
+        # PlasterError: no loader for the file's kind (not an .ini); configparser.Error:
+        # not in .ini syntax; LookupError: no [app:main] section.
+        return (f"{config} is not a kittypyr configuration: give an .ini file with an [app:main] section "
+                "that says use = egg:kittypyr (such as development.ini)")
+    if not settings.get("zodbconn.uri", "").strip():
+        return f"{config} names no storage: set zodbconn.uri in its [app:main] section (see development.ini)"
+    return None
+
+
+def storage_problem(config):
+    """Why the embedded storage ``config`` names cannot be opened, said with what to do; None when it can.
+
+    Only a ``file://`` storage is looked at: its folder must exist and be
+    writable, since opening it takes a lock file there and may upgrade it.
+    """
+    from kittypyr.backup import file_storage_of
+
+    uri = get_appsettings(config)["zodbconn.uri"].strip()
+    if urlsplit(uri).scheme != "file":
+        return None
+    paths = file_storage_of(uri)
+    folder = paths.data_fs.parent
+    if not folder.is_dir():
+        return (f"the storage folder {folder} does not exist: create it (mkdir -p {folder}) "
+                f"or correct zodbconn.uri in {config}")
+    for path in (folder, paths.data_fs, paths.blob_dir):
+        if path is not None and path.exists() and not os.access(path, os.W_OK):
+            return (f"{path} is not writable for this user: run the command as the user the web server "
+                    "runs as, or give this user write access to it")
+    return None
 
 
 def prepare_list(archive, registry, list_address, policy=None):
@@ -238,6 +281,7 @@ def build_parser():
     p = commands.add_parser("sync", help="fetch every list's details, owners and moderators from Mailman")
     p.add_argument("config")
     p.set_defaults(func=command_sync)
+
     p = commands.add_parser("pack", help="remove deleted mail and old revisions from the storage files")
     p.add_argument("config")
     p.add_argument("--days", type=float, default=0, help="keep this many days of history (default: none)")
@@ -256,6 +300,12 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    problem = config_problem(args.config)
+    if problem is None and getattr(args, "opens_storage", True):
+        problem = storage_problem(args.config)
+    if problem is not None:
+        print(f"kittypyr {args.command}: {problem}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except LockError:

@@ -166,10 +166,11 @@ def add_commands(commands):
     p.add_argument("config")
     p.add_argument("folder", help="the backup folder (made if missing); back up into the same one each time")
     p.add_argument("--full", action="store_true", help="a full backup, not an increment")
-    p.set_defaults(func=command_backup)
+    # A backup only reads the storage, and a restore makes it: neither opens it.
+    p.set_defaults(func=command_backup, opens_storage=False)
 
     p = commands.add_parser("restore", help="restore the storage CONFIG names from a backup folder")
     p.add_argument("config")
     p.add_argument("folder")
     p.add_argument("--date", help="the state as of this UTC time, yyyy-mm-dd[-hh[-mm[-ss]]] (default: the latest)")
-    p.set_defaults(func=command_restore)
+    p.set_defaults(func=command_restore, opens_storage=False)

@@ -1,4 +1,4 @@
-"""What the command line prints to a newcomer: one line for a busy storage, no warnings, a real progress bar."""
+"""What the command line prints to a newcomer: one line for a busy storage or a wrong configuration, no warnings, a real progress bar."""
 
 import gzip
 import io
@@ -81,3 +81,55 @@ def test_the_progress_bar_shows_total_percentage_and_time_left():
     shown = out.getvalue()
     bar.close()
     assert "50/200" in shown and "25%" in shown and "<" in shown  # elapsed<remaining
+
+
+EVERY_COMMAND = [("import", LIST, "PATH"), ("reindex",), ("sync",), ("pack",), ("info",), ("check",),
+                 ("quarantine",), ("backup", "FOLDER"), ("restore", "FOLDER"), ("import-hyperkitty", "PATH")]
+
+
+def _run(command, config, tmp_path):
+    mbox = tmp_path / "dev.mbox"
+    if not mbox.exists():
+        mbox.write_bytes(mbox_bytes(mails(1)))
+    args = [str(mbox) if a == "PATH" else str(tmp_path / "backup") if a == "FOLDER" else a for a in command]
+    return kittypyr(args[0], config, *args[1:])
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+def test_a_configuration_that_is_not_there_is_named(tmp_path, command):
+    result = _run(command, tmp_path / "developement.ini", tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "there is no configuration file" in result.stderr and "developement.ini" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["just some notes\n", "[app:other]\nuse = egg:kittypyr\n"])
+@pytest.mark.parametrize("name", ["notes.txt", "notes.ini"])
+def test_a_file_that_is_no_kittypyr_configuration_is_refused(tmp_path, name, text):
+    wrong = tmp_path / name
+    wrong.write_text(text)
+    result = kittypyr("info", wrong)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr, result.stderr
+    assert f"{name} is not a kittypyr configuration" in result.stderr and "[app:main]" in result.stderr
+
+
+@pytest.mark.parametrize("command", [c for c in EVERY_COMMAND if c[0] not in ("backup", "restore")])
+def test_a_storage_folder_that_does_not_exist_is_named_with_what_to_do(tmp_path, command):
+    missing = tmp_path / "nowhere" / "var"
+    config = write_config(tmp_path, uri=f"file://{missing}/Data.fs?blobstorage_dir={missing}/blobs")
+    result = _run(command, config, tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr, result.stderr
+    assert f"the storage folder {missing} does not exist: create it (mkdir -p {missing})" in result.stderr
+
+
+def test_a_storage_folder_this_user_cannot_write_is_named(tmp_path, config, monkeypatch, capsys):
+    from kittypyr import cli
+
+    kittypyr("info", config, check=True)  # creates the storage
+    folder = tmp_path / "var"
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) != folder)  # as for another user
+    assert cli.main(["info", str(config)]) == 2
+    said = capsys.readouterr().err
+    assert f"{folder} is not writable for this user" in said and "as the user the web server runs as" in said

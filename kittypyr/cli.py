@@ -315,6 +315,12 @@ def main(argv=None):
               "stop it first, or serve from ZEO so that several processes share it (README: Storage)",
               file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: every command commits as it goes, and what it left
+        # uncommitted is dropped with the storage's transaction.
+        print(f"kittypyr {args.command}: interrupted: what it had committed is kept; "
+              "run the same command again to finish", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
 
 
 if __name__ == "__main__":

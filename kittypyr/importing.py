@@ -19,6 +19,7 @@ import os
 import pickle
 import queue
 import random
+import signal
 import sys
 import threading
 import time
@@ -276,6 +277,9 @@ def _parser_process(paths, number, count, depth, channel):
     Up to ``depth`` pickled chunks wait here for the pipe; a thread sends
     them, so that parsing goes on while the storing process is busy.
     """
+    # Ctrl-C in a terminal reaches every process of it: the importing
+    # process answers it and ends the parsers, which stay silent.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _widen(channel)
     parent = multiprocessing.parent_process()
     waiting = queue.Queue(depth)

@@ -133,3 +133,32 @@ def test_a_storage_folder_this_user_cannot_write_is_named(tmp_path, config, monk
     assert cli.main(["info", str(config)]) == 2
     said = capsys.readouterr().err
     assert f"{folder} is not writable for this user" in said and "as the user the web server runs as" in said
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_ctrl_c_in_an_import_says_how_to_finish_it(tmp_path, config, workers):
+    import os
+    import signal
+    import time
+
+    from tests.functional import VENV_BIN
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(4000)))
+    # In a session of its own, so that Ctrl-C reaches every process of it, as from a terminal.
+    process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
+                                "--workers", workers, "--batch-size", "100"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lock = tmp_path / "var" / "Data.fs.lock"
+    deadline = time.monotonic() + 60
+    while not lock.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)  # well into the import
+    assert process.poll() is None, "the import ended before it could be interrupted"
+    os.killpg(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "kittypyr import: interrupted" in err and "run the same command again" in err
+    again = kittypyr("import", config, LIST, mbox, "--quiet", check=True)
+    assert "read 4000" in again.stdout and "failed 0" in again.stdout

@@ -1,6 +1,9 @@
 """The ``kittypyr`` commands that keep an archive healthy: ``check``, ``backup``, ``restore`` and ``quarantine``."""
 
+import argparse
+import re
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import transaction
@@ -145,6 +148,22 @@ def command_restore(args):
     return 0
 
 
+def backup_date(text):
+    """``restore --date``: a UTC time as ``yyyy-mm-dd[-hh[-mm[-ss]]]``, checked.
+
+    repozo compares it with its file names as text, so anything else (a
+    date without leading zeros, a word) would pick some backup silently.
+    """
+    try:
+        if not re.fullmatch(r"\d{4}(-\d\d){2,5}", text):
+            raise ValueError(text)
+        datetime(*map(int, text.split("-")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no date: give a UTC time as yyyy-mm-dd[-hh[-mm[-ss]]], such as 2024-05-01-12")
+    return text
+
+
 def add_commands(commands):
     """Add ``check`` (and the backup commands) to the ``kittypyr`` command's subparsers."""
     p = commands.add_parser("check", help="verify the catalog, threads, aggregates and tombstones "
@@ -172,5 +191,5 @@ def add_commands(commands):
     p = commands.add_parser("restore", help="restore the storage CONFIG names from a backup folder")
     p.add_argument("config")
     p.add_argument("folder")
-    p.add_argument("--date", help="the state as of this UTC time, yyyy-mm-dd[-hh[-mm[-ss]]] (default: the latest)")
+    p.add_argument("--date", type=backup_date, help="the state as of this UTC time, yyyy-mm-dd[-hh[-mm[-ss]]] (default: the latest)")
     p.set_defaults(func=command_restore, opens_storage=False)

@@ -143,3 +143,15 @@ def test_a_backup_into_a_folder_of_other_files_is_refused(tmp_path, original):
     assert "holds other files and no backup: back up into a new or empty folder" in refused.stderr
     assert sorted(p.name for p in elsewhere.iterdir()) == ["letter.txt"]
 
+
+@pytest.mark.parametrize("date", ["yesterday", "2024-5-1", "2024-02-30"])
+def test_a_restore_date_that_is_no_date_is_refused(tmp_path, original, date):
+    folder, config = original
+    import_mail(folder, config, 0, 1)
+    kittypyr("backup", config, tmp_path / "backups", check=True)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    refused = kittypyr("restore", write_config(copy), tmp_path / "backups", "--date", date)
+    assert refused.returncode == 2
+    assert "is no date: give a UTC time as yyyy-mm-dd[-hh[-mm[-ss]]]" in refused.stderr
+    assert not (copy / "var" / "Data.fs").exists()

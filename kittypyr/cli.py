@@ -157,15 +157,35 @@ def command_reindex(args):
     return 0
 
 
+def _first_cause(exc):
+    """The failure at the bottom of ``exc``'s chain, in a few words: "Connection refused", "HTTP 401 ..."."""
+    while (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__
+    if isinstance(getattr(exc, "code", None), int):  # an HTTP error answer, such as 401 for a wrong password
+        return f"HTTP {exc.code} {getattr(exc, 'reason', '') or ''}".strip()
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
 def command_sync(args):
     from kittypyr.mailman import MailmanUnavailable, sync_lists
+    from kittypyr.standalone import mailman_url
 
     with _environment(args.config) as env:
+        url = mailman_url(env["registry"])
+        if not url:
+            print(f"kittypyr sync: no Mailman core is configured: set kittypyr.mailman_url, kittypyr.mailman_user "
+                  f"and kittypyr.mailman_password in {args.config} (a stand-alone archive has nothing to sync)",
+                  file=sys.stderr)
+            return 2
         try:
             created, updated = sync_lists(env["root"], env["registry"])
         except MailmanUnavailable as exc:
             transaction.manager.abort()
-            print(f"could not reach Mailman core: {exc}", file=sys.stderr)
+            print(f"kittypyr sync: Mailman core at {url} gave no lists ({_first_cause(exc)}): check that it runs "
+                  f"and that kittypyr.mailman_url, kittypyr.mailman_user and kittypyr.mailman_password in "
+                  f"{args.config} are right", file=sys.stderr)
             return 1
         transaction.manager.commit()
     for address in created:

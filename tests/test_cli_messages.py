@@ -162,3 +162,39 @@ def test_ctrl_c_in_an_import_says_how_to_finish_it(tmp_path, config, workers):
     assert "kittypyr import: interrupted" in err and "run the same command again" in err
     again = kittypyr("import", config, LIST, mbox, "--quiet", check=True)
     assert "read 4000" in again.stdout and "failed 0" in again.stdout
+
+
+def test_sync_without_mailman_says_what_to_set(tmp_path, config):
+    result = kittypyr("sync", config)
+    assert result.returncode == 2
+    assert "no Mailman core is configured: set kittypyr.mailman_url" in result.stderr
+    assert "could not reach" not in result.stderr
+
+
+def test_sync_with_mailman_silent_or_refusing_says_why_and_what_to_check(tmp_path):
+    import http.server
+    import threading
+
+    from tests.functional import free_port
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    refusing = http.server.HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=refusing.serve_forever, daemon=True).start()
+    try:
+        for port, why in ((free_port(), "(Connection refused)"), (refusing.server_port, "(HTTP 401")):
+            config = write_config(tmp_path, extra=f"kittypyr.mailman_url = http://127.0.0.1:{port}\n")
+            result = kittypyr("sync", config)
+            assert result.returncode == 1
+            said = result.stderr.strip().splitlines()[-1]
+            assert said.startswith(f"kittypyr sync: Mailman core at http://127.0.0.1:{port} gave no lists {why}")
+            assert "check that it runs and that kittypyr.mailman_url" in said and "Error(" not in said
+    finally:
+        refusing.shutdown()

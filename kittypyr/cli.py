@@ -35,6 +35,9 @@ def _environment(config_uri):
     # zc.lockfile logs a busy storage itself, as an error line of its own;
     # main() explains it in one line instead.
     logging.getLogger("zc.lockfile").setLevel(logging.CRITICAL)
+    # Its warnings are about the web server's sessions and requests, which
+    # a command has none of (such as a missing kittypyr.secret).
+    logging.getLogger("kittypyr.security").setLevel(logging.ERROR)
     return bootstrap(config_uri)
 
 

@@ -7,7 +7,6 @@ from datetime import datetime
 from pathlib import Path
 
 import transaction
-from pyramid.paster import bootstrap, setup_logging
 from zc.lockfile import LockError
 
 STORAGE_IN_USE = ("the storage is in use by another process: stop the web server first "
@@ -16,9 +15,10 @@ STORAGE_IN_USE = ("the storage is in use by another process: stop the web server
 
 def _opened(config):
     """The archive of ``config``, opened; None, said on stderr, when another process holds its storage."""
-    setup_logging(config)
+    from kittypyr.cli import _environment
+
     try:
-        return bootstrap(config)
+        return _environment(config)
     except LockError:
         print(STORAGE_IN_USE, file=sys.stderr)
         return None
@@ -27,10 +27,10 @@ def _opened(config):
 def command_check(args):
     from kittypyr.health import check_archive
 
-    env = _opened(args.config)
-    if env is None:
+    opened = _opened(args.config)
+    if opened is None:
         return 2
-    with env:
+    with opened as env:
         # An upgrade made while opening is kept whatever the check finds.
         transaction.manager.commit()
         findings, counts = check_archive(env["root"], env["registry"], repair=args.repair)
@@ -54,10 +54,10 @@ def command_check(args):
 
 def command_quarantine(args):
     """List the mail the archive could not read; save, try again or drop it."""
-    env = _opened(args.config)
-    if env is None:
+    opened = _opened(args.config)
+    if opened is None:
         return 2
-    with env:
+    with opened as env:
         quarantine = env["root"].quarantine
         unknown = [number for number in args.drop if number not in quarantine]
         if unknown:

@@ -198,3 +198,14 @@ def test_sync_with_mailman_silent_or_refusing_says_why_and_what_to_check(tmp_pat
             assert "check that it runs and that kittypyr.mailman_url" in said and "Error(" not in said
     finally:
         refusing.shutdown()
+
+
+def test_commands_print_no_warning_meant_for_the_web_server(tmp_path, config):
+    # The configuration sets no kittypyr.secret: a warning for a web server, whose sessions it signs.
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(2)))
+    for args in (("import", config, LIST, mbox, "--quiet"), ("info", config), ("check", config),
+                 ("quarantine", config)):
+        result = kittypyr(*args, check=True)
+        assert "kittypyr.secret" not in result.stderr, (args, result.stderr)
+

@@ -6,6 +6,7 @@ Each command loads the application from CONFIG (an .ini file, as for
 
 import argparse
 import configparser
+import contextlib
 import json
 import logging
 import os
@@ -38,7 +39,23 @@ def _environment(config_uri):
     # Its warnings are about the web server's sessions and requests, which
     # a command has none of (such as a missing kittypyr.secret).
     logging.getLogger("kittypyr.security").setLevel(logging.ERROR)
-    return bootstrap(config_uri)
+    return _closing_storage(bootstrap(config_uri))
+
+
+@contextlib.contextmanager
+def _closing_storage(env):
+    """``env`` as a context, whose storage is closed when it ends, not left to the end of the process.
+
+    A FileStorage writes its index (``Data.fs.index``) only when closed:
+    without it, the next command or server to open the storage reads the
+    whole ``Data.fs`` again to rebuild it, and logs "Ignoring index".
+    """
+    try:
+        with env:
+            yield env
+    finally:
+        for database in getattr(env["registry"], "_zodb_databases", {}).values():  # pyramid_zodbconn's
+            database.close()
 
 
 def config_problem(config):

@@ -209,3 +209,15 @@ def test_commands_print_no_warning_meant_for_the_web_server(tmp_path, config):
         result = kittypyr(*args, check=True)
         assert "kittypyr.secret" not in result.stderr, (args, result.stderr)
 
+
+def test_each_command_leaves_the_storage_index_saved_for_the_next(tmp_path, config):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(2)))
+    for args in (("info", config), ("import", config, LIST, mbox, "--quiet"), ("check", config), ("info", config)):
+        result = kittypyr(*args, check=True)
+        # Without a current Data.fs.index the whole Data.fs is read again at every start.
+        assert "Ignoring index" not in result.stderr and "WARNING" not in result.stderr, (args, result.stderr)
+    from ZODB.fsIndex import fsIndex
+
+    saved = fsIndex.load(str(tmp_path / "var" / "Data.fs.index"))
+    assert saved["pos"] == (tmp_path / "var" / "Data.fs").stat().st_size

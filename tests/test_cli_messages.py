@@ -135,8 +135,15 @@ def test_a_storage_folder_this_user_cannot_write_is_named(tmp_path, config, monk
     assert f"{folder} is not writable for this user" in said and "as the user the web server runs as" in said
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
-def test_ctrl_c_in_an_import_says_how_to_finish_it(tmp_path, config, workers):
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as listed:
+        return listed.read().split()
+
+
+# Interrupted while its parser processes start, and while it reads; before
+# its first commit, which a batch as large as the mbox puts off to its end.
+@pytest.mark.parametrize("workers,moment", [("0", "reading"), ("2", "starting"), ("2", "reading")])
+def test_ctrl_c_in_an_import_says_how_to_finish_it(tmp_path, config, workers, moment):
     import os
     import signal
     import time
@@ -147,13 +154,19 @@ def test_ctrl_c_in_an_import_says_how_to_finish_it(tmp_path, config, workers):
     mbox.write_bytes(mbox_bytes(mails(4000)))
     # In a session of its own, so that Ctrl-C reaches every process of it, as from a terminal.
     process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
-                                "--workers", workers, "--batch-size", "100"],
+                                "--workers", workers, "--batch-size", "4000"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    lock = tmp_path / "var" / "Data.fs.lock"
     deadline = time.monotonic() + 60
-    while not lock.exists() and process.poll() is None and time.monotonic() < deadline:
+    if moment == "starting":
+        # Both started, still loading their modules.
+        while len(_children(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         time.sleep(0.05)
-    time.sleep(1)  # well into the import
+    else:
+        lock = tmp_path / "var" / "Data.fs.lock"
+        while not lock.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)
     assert process.poll() is None, "the import ended before it could be interrupted"
     os.killpg(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=120)

@@ -64,7 +64,13 @@ def command_quarantine(args):
             print(f"{', '.join(unknown)} is not held: nothing dropped", file=sys.stderr)
             return 1
         if args.save:
-            _save_held(quarantine, Path(args.save))
+            try:
+                _save_held(quarantine, Path(args.save))
+            except OSError as exc:
+                # Before anything is tried again or dropped: what was asked to be kept is not kept yet.
+                print(f"kittypyr quarantine: cannot save into {args.save} ({exc.strerror}): "
+                      "give a folder this user can write to; nothing was dropped", file=sys.stderr)
+                return 2
         if args.retry:
             _retry_held(env["root"], env["registry"])
         for number in args.drop:

@@ -234,3 +234,12 @@ def test_each_command_leaves_the_storage_index_saved_for_the_next(tmp_path, conf
 
     saved = fsIndex.load(str(tmp_path / "var" / "Data.fs.index"))
     assert saved["pos"] == (tmp_path / "var" / "Data.fs").stat().st_size
+
+
+def test_import_hyperkitty_given_a_folder_or_nothing_says_what_to_give(tmp_path, config):
+    (tmp_path / "web").mkdir()
+    for given, said in ((tmp_path / "web", "is a folder"), (tmp_path / "web" / "mailman3web.db", "no such file")):
+        result = kittypyr("import-hyperkitty", config, given)
+        assert result.returncode == 2
+        assert said in result.stderr and str(given) in result.stderr
+        assert "give HyperKitty's SQLite file (such as mailman3web.db) or a postgresql:// URL" in result.stderr

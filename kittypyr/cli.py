@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from urllib.parse import urlsplit
 
@@ -338,6 +339,37 @@ def build_parser():
     return parser
 
 
+class CtrlCBetweenCommits:
+    """Ctrl-C during a commit stops the command once the commit is done (a transaction synchronizer).
+
+    Interrupted in the middle of its commit, a FileStorage logs a critical
+    failure, with a traceback, and closes itself.
+    """
+
+    def __init__(self):
+        self.committing = False
+        self.pressed = False
+
+    def on_ctrl_c(self, signum, frame):
+        if self.committing:
+            self.pressed = True
+        else:
+            raise KeyboardInterrupt
+
+    def beforeCompletion(self, transaction):
+        self.committing = True
+
+    def afterCompletion(self, transaction):
+        # Called once the storage has written the commit (or the abort) whole.
+        self.committing = False
+        if self.pressed:
+            self.pressed = False
+            raise KeyboardInterrupt
+
+    def newTransaction(self, transaction):
+        pass
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     problem = config_problem(args.config)
@@ -346,6 +378,9 @@ def main(argv=None):
     if problem is not None:
         print(f"kittypyr {args.command}: {problem}", file=sys.stderr)
         return 2
+    between_commits = CtrlCBetweenCommits()
+    transaction.manager.registerSynch(between_commits)
+    ctrl_c_before = signal.signal(signal.SIGINT, between_commits.on_ctrl_c)
     try:
         return args.func(args)
     except LockError:
@@ -361,6 +396,9 @@ def main(argv=None):
         print(f"kittypyr {args.command}: interrupted: what it had committed is kept; "
               "run the same command again to finish", file=sys.stderr)
         return 130  # 128 + SIGINT, as shells report it
+    finally:
+        signal.signal(signal.SIGINT, ctrl_c_before)
+        transaction.manager.unregisterSynch(between_commits)
 
 
 if __name__ == "__main__":

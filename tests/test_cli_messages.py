@@ -243,3 +243,52 @@ def test_import_hyperkitty_given_a_folder_or_nothing_says_what_to_give(tmp_path,
         assert result.returncode == 2
         assert said in result.stderr and str(given) in result.stderr
         assert "give HyperKitty's SQLite file (such as mailman3web.db) or a postgresql:// URL" in result.stderr
+
+
+class PressesCtrlCWhileCommitting:
+    """A transaction's resource whose commit is interrupted half-way, as Ctrl-C can interrupt any."""
+
+    def __init__(self, on_ctrl_c):
+        self.on_ctrl_c = on_ctrl_c
+
+    def sortKey(self):
+        return "~ last"  # after the storage has voted
+
+    def tpc_finish(self, txn):
+        import signal
+
+        self.on_ctrl_c(signal.SIGINT, None)
+
+    def abort(self, txn):
+        pass
+
+    tpc_begin = commit = tpc_vote = tpc_abort = abort
+
+
+def test_ctrl_c_during_a_commit_stops_the_command_once_the_commit_is_done(tmp_path):
+    import transaction
+    from ZODB import DB
+
+    from kittypyr.cli import CtrlCBetweenCommits
+
+    db = DB(FileStorage(str(tmp_path / "Data.fs")))
+    manager = transaction.TransactionManager()
+    between_commits = CtrlCBetweenCommits()
+    manager.registerSynch(between_commits)
+    connection = db.open(manager)
+    try:
+        connection.root()["kept"] = 1
+        manager.get().join(PressesCtrlCWhileCommitting(between_commits.on_ctrl_c))
+        with pytest.raises(KeyboardInterrupt):
+            manager.commit()
+        manager.abort()
+        with pytest.raises(KeyboardInterrupt):  # pressed between commits: at once
+            between_commits.on_ctrl_c(None, None)
+        connection.root()["after"] = 2
+        manager.commit()  # the storage is still open
+        other = db.open()
+        assert other.root()["kept"] == 1 and other.root()["after"] == 2
+        other.close()
+    finally:
+        connection.close()
+        db.close()

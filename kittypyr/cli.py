@@ -288,7 +288,12 @@ def command_info(args):
         try:
             info = archive_info(env["root"], args.list_address)
         except KeyError:
-            print(f"no archived list {args.list_address!r}", file=sys.stderr)
+            addresses = sorted(env["root"].lists.keys())
+            # A few, to show the form an address takes; `kittypyr info CONFIG` lists them all.
+            known = ", ".join(addresses[:5]) + (f" and {len(addresses) - 5} more" if len(addresses) > 5 else "")
+            known = known or "none yet"
+            print(f"kittypyr info: no archived list {args.list_address!r}: give a list's posting address "
+                  f"(archived here: {known})", file=sys.stderr)
             return 2
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))

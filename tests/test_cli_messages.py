@@ -292,3 +292,13 @@ def test_ctrl_c_during_a_commit_stops_the_command_once_the_commit_is_done(tmp_pa
     finally:
         connection.close()
         db.close()
+
+
+def test_info_on_a_list_not_archived_names_the_archived_ones(tmp_path, config):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(1)))
+    kittypyr("import", config, LIST, mbox, "--quiet", check=True)
+    result = kittypyr("info", config, "dev")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"kittypyr info: no archived list 'dev': give a list's posting address "
+                                     f"(archived here: {LIST})")

@@ -39,6 +39,10 @@ PARTS = (
 )
 
 
+class StorageInUse(SystemExit):
+    """The embedded storage is held by another process: the server cannot start (its message says why)."""
+
+
 def main(global_config, **settings):
     """Return the kittypyr WSGI application.
 
@@ -57,7 +61,7 @@ def main(global_config, **settings):
         except LockError:
             # An embedded FileStorage is for one process: a second server
             # (or a command) on it cannot start, and should say why.
-            raise SystemExit(
+            raise StorageInUse(
                 "kittypyr: the storage in zodbconn.uri is in use by another process (a server or a kittypyr "
                 "command): stop that one first. To serve from several processes at once, use ZEO or "
                 "RelStorage (README: 'Storage: one process or many').") from None

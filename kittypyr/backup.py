@@ -81,6 +81,27 @@ def _copy_new(source, target):
     return copied
 
 
+def _backup_repository(folder):
+    """``folder/filestorage``, made where missing; BackupRefused when ``folder`` cannot hold a backup.
+
+    A folder that already holds other things is refused: the backup would
+    be mixed into them, and removing an old backup would remove them too.
+    """
+    repository = folder / "filestorage"
+    if folder.exists() and not folder.is_dir():
+        raise BackupRefused(f"{folder} is a file: give a folder to back up into")
+    if folder.is_dir() and not repository.is_dir() and any(folder.iterdir()):
+        raise BackupRefused(f"{folder} holds other files and no backup: back up into a new or empty folder, "
+                            "or into the folder of the earlier backups")
+    try:
+        repository.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackupRefused(f"cannot make {repository} ({exc.strerror}): give a folder this user can write to")
+    if not os.access(repository, os.W_OK):
+        raise BackupRefused(f"{repository} is not writable for this user: give a folder this user can write to")
+    return repository
+
+
 def backup(paths, folder, full=False):
     """Back up ``paths`` (FileStoragePaths) into ``folder``; return ``(kind, blobs copied)``.
 
@@ -88,8 +109,7 @@ def backup(paths, folder, full=False):
     """
     if not paths.data_fs.exists():
         raise BackupRefused(f"there is no storage at {paths.data_fs} to back up")
-    repository = Path(folder) / "filestorage"
-    repository.mkdir(parents=True, exist_ok=True)
+    repository = _backup_repository(Path(folder))
     before = set(repository.iterdir())
     _repozo("-B", "-Q", "-z", "-r", str(repository), "-f", str(paths.data_fs), *(["-F"] if full else []))
     made = set(repository.iterdir()) - before
@@ -111,7 +131,11 @@ def restore(paths, folder, date=None):
         raise BackupRefused(f"there is no backup in {folder}")
     if paths.data_fs.exists():
         raise BackupRefused(f"{paths.data_fs} exists: move it away first (a restore never overwrites a storage)")
-    paths.data_fs.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        paths.data_fs.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackupRefused(f"cannot make the storage folder {paths.data_fs.parent} ({exc.strerror}): "
+                            "correct zodbconn.uri, or give this user write access there")
     try:
         # Held while restoring, so that no server opens the half-written file.
         lock = LockFile(f"{paths.data_fs}.lock")

@@ -5,21 +5,25 @@ Each command loads the application from CONFIG (an .ini file, as for
 """
 
 import argparse
+import configparser
 import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+from urllib.parse import urlsplit
 
 import transaction
-from pyramid.paster import bootstrap, setup_logging
+from plaster.exceptions import PlasterError
+from pyramid.paster import bootstrap, get_appsettings, setup_logging
 from pyramid_zodbconn import get_connection
 from repoze.catalog.query import Eq
 from zc.lockfile import LockError
 from ZODB.FileStorage import FileStorage
 from ZODB.POSException import ConflictError
 
-from kittypyr import upkeep
+from kittypyr import StorageInUse, upkeep
 from kittypyr.hyperkitty import command as hyperkitty_command
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
@@ -28,31 +32,78 @@ from kittypyr.stats import rebuild_activity
 from kittypyr.votes import rebuild_totals
 
 
-@contextlib.contextmanager
 def _environment(config_uri):
-    """The application of ``config_uri``, bootstrapped for the block; its storage closed after it."""
     setup_logging(config_uri)
     # zc.lockfile logs a busy storage itself, as an error line of its own;
     # main() explains it in one line instead.
     logging.getLogger("zc.lockfile").setLevel(logging.CRITICAL)
-    env = bootstrap(config_uri)
+    # Its warnings are about the web server's sessions and requests, which
+    # a command has none of (such as a missing kittypyr.secret).
+    logging.getLogger("kittypyr.security").setLevel(logging.ERROR)
+    try:
+        env = bootstrap(config_uri)
+    except StorageInUse:
+        # The application says it to a server; each command says it its way.
+        raise LockError(config_uri) from None
+    return _closing_storage(env)
+
+
+@contextlib.contextmanager
+def _closing_storage(env):
+    """``env`` as a context, whose storage is closed when it ends, not left to the end of the process.
+
+    A FileStorage writes its index (``Data.fs.index``) only when closed:
+    without it, the next command or server to open the storage reads the
+    whole ``Data.fs`` again to rebuild it, and logs "Ignoring index".
+    """
     try:
         with env:
             yield env
     finally:
-        close_databases(env["registry"])
+        for database in getattr(env["registry"], "_zodb_databases", {}).values():  # pyramid_zodbconn's
+            database.close()
 
 
-def close_databases(registry):
-    """Close the databases a command opened.
+def config_problem(config):
+    """Why ``config`` cannot be the .ini file a command runs with, said with what to do; None when it can."""
+    # The file, without the '#section' pserve also takes (development.ini#main).
+    path = config.split("#", 1)[0] or config
+    if not os.path.isfile(path):
+        return (f"there is no configuration file {path}: give the .ini file the web server runs with "
+                "(such as development.ini or production.ini)")
+    try:
+        settings = get_appsettings(config)
+    except (PlasterError, configparser.Error, LookupError):
+        # PlasterError: no loader for the file's kind (not an .ini); configparser.Error:
+        # not in .ini syntax; LookupError: no [app:main] section.
+        return (f"{config} is not a kittypyr configuration: give an .ini file with an [app:main] section "
+                "that says use = egg:kittypyr (such as development.ini)")
+    if not settings.get("zodbconn.uri", "").strip():
+        return f"{config} names no storage: set zodbconn.uri in its [app:main] section (see development.ini)"
+    return None
 
-    A FileStorage saves its index (``Data.fs.index``) only when it is
-    closed: left open at exit, the next process to open it (the web
-    server) read the whole Data.fs again to rebuild it, and logged
-    "Ignoring index".
+
+def storage_problem(config):
+    """Why the embedded storage ``config`` names cannot be opened, said with what to do; None when it can.
+
+    Only a ``file://`` storage is looked at: its folder must exist and be
+    writable, since opening it takes a lock file there and may upgrade it.
     """
-    for database in getattr(registry, "_zodb_databases", {}).values():  # pyramid_zodbconn's
-        database.close()
+    from kittypyr.backup import file_storage_of
+
+    uri = get_appsettings(config)["zodbconn.uri"].strip()
+    if urlsplit(uri).scheme != "file":
+        return None
+    paths = file_storage_of(uri)
+    folder = paths.data_fs.parent
+    if not folder.is_dir():
+        return (f"the storage folder {folder} does not exist: create it (mkdir -p {folder}) "
+                f"or correct zodbconn.uri in {config}")
+    for path in (folder, paths.data_fs, paths.blob_dir):
+        if path is not None and path.exists() and not os.access(path, os.W_OK):
+            return (f"{path} is not writable for this user: run the command as the user the web server "
+                    "runs as, or give this user write access to it")
+    return None
 
 
 def prepare_list(archive, registry, list_address, policy=None):
@@ -134,15 +185,35 @@ def command_reindex(args):
     return 0
 
 
+def _first_cause(exc):
+    """The failure at the bottom of ``exc``'s chain, in a few words: "Connection refused", "HTTP 401 ..."."""
+    while (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__
+    if isinstance(getattr(exc, "code", None), int):  # an HTTP error answer, such as 401 for a wrong password
+        return f"HTTP {exc.code} {getattr(exc, 'reason', '') or ''}".strip()
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
 def command_sync(args):
     from kittypyr.mailman import MailmanUnavailable, sync_lists
+    from kittypyr.standalone import mailman_url
 
     with _environment(args.config) as env:
+        url = mailman_url(env["registry"])
+        if not url:
+            print(f"kittypyr sync: no Mailman core is configured: set kittypyr.mailman_url, kittypyr.mailman_user "
+                  f"and kittypyr.mailman_password in {args.config} (a stand-alone archive has nothing to sync)",
+                  file=sys.stderr)
+            return 2
         try:
             created, updated = sync_lists(env["root"], env["registry"])
         except MailmanUnavailable as exc:
             transaction.manager.abort()
-            print(f"could not reach Mailman core: {exc}", file=sys.stderr)
+            print(f"kittypyr sync: Mailman core at {url} gave no lists ({_first_cause(exc)}): check that it runs "
+                  f"and that kittypyr.mailman_url, kittypyr.mailman_user and kittypyr.mailman_password in "
+                  f"{args.config} are right", file=sys.stderr)
             return 1
         transaction.manager.commit()
     for address in created:
@@ -224,7 +295,12 @@ def command_info(args):
         try:
             info = archive_info(env["root"], args.list_address)
         except KeyError:
-            print(f"no archived list {args.list_address!r}", file=sys.stderr)
+            addresses = sorted(env["root"].lists.keys())
+            # A few, to show the form an address takes; `kittypyr info CONFIG` lists them all.
+            known = ", ".join(addresses[:5]) + (f" and {len(addresses) - 5} more" if len(addresses) > 5 else "")
+            known = known or "none yet"
+            print(f"kittypyr info: no archived list {args.list_address!r}: give a list's posting address "
+                  f"(archived here: {known})", file=sys.stderr)
             return 2
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
@@ -258,6 +334,7 @@ def build_parser():
     p = commands.add_parser("sync", help="fetch every list's details, owners and moderators from Mailman")
     p.add_argument("config")
     p.set_defaults(func=command_sync)
+
     p = commands.add_parser("pack", help="remove deleted mail and old revisions from the storage files")
     p.add_argument("config")
     p.add_argument("--days", type=float, default=0, help="keep this many days of history (default: none)")
@@ -274,6 +351,37 @@ def build_parser():
     return parser
 
 
+class CtrlCBetweenCommits:
+    """Ctrl-C during a commit stops the command once the commit is done (a transaction synchronizer).
+
+    Interrupted in the middle of its commit, a FileStorage logs a critical
+    failure, with a traceback, and closes itself.
+    """
+
+    def __init__(self):
+        self.committing = False
+        self.pressed = False
+
+    def on_ctrl_c(self, signum, frame):
+        if self.committing:
+            self.pressed = True
+        else:
+            raise KeyboardInterrupt
+
+    def beforeCompletion(self, transaction):
+        self.committing = True
+
+    def afterCompletion(self, transaction):
+        # Called once the storage has written the commit (or the abort) whole.
+        self.committing = False
+        if self.pressed:
+            self.pressed = False
+            raise KeyboardInterrupt
+
+    def newTransaction(self, transaction):
+        pass
+
+
 def _print_file_names_as_they_are():
     """Let stdout write file names that are not valid in the locale's encoding.
 
@@ -287,31 +395,18 @@ def _print_file_names_as_they_are():
         reconfigure(errors="surrogateescape")
 
 
-def _missing_config_file(config_uri):
-    """The path of the .ini file ``config_uri`` names, if that file is not there; else None.
-
-    Loading it would end in a traceback from deep inside PasteDeploy.
-    """
-    import plaster
-
-    try:
-        uri = plaster.parse_uri(config_uri)
-    except plaster.InvalidURI:
-        return config_uri
-    local = uri.scheme.startswith("file+") or uri.scheme.endswith("+ini")
-    if local and not os.path.isfile(uri.path):
-        return uri.path
-    return None
-
-
 def main(argv=None):
     args = build_parser().parse_args(argv)
     _print_file_names_as_they_are()
-    missing = _missing_config_file(args.config) if getattr(args, "config", None) else None
-    if missing is not None:
-        print(f"kittypyr {args.command}: no configuration file {missing!r} (an .ini file such as "
-              "development.ini)", file=sys.stderr)
+    problem = config_problem(args.config)
+    if problem is None and getattr(args, "opens_storage", True):
+        problem = storage_problem(args.config)
+    if problem is not None:
+        print(f"kittypyr {args.command}: {problem}", file=sys.stderr)
         return 2
+    between_commits = CtrlCBetweenCommits()
+    transaction.manager.registerSynch(between_commits)
+    ctrl_c_before = signal.signal(signal.SIGINT, between_commits.on_ctrl_c)
     try:
         return args.func(args)
     except LockError:
@@ -321,6 +416,15 @@ def main(argv=None):
               "stop it first, or serve from ZEO so that several processes share it (README: Storage)",
               file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: every command commits as it goes, and what it left
+        # uncommitted is dropped with the storage's transaction.
+        print(f"kittypyr {args.command}: interrupted: what it had committed is kept; "
+              "run the same command again to finish", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report it
+    finally:
+        signal.signal(signal.SIGINT, ctrl_c_before)
+        transaction.manager.unregisterSynch(between_commits)
 
 
 if __name__ == "__main__":

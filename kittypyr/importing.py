@@ -12,6 +12,7 @@ the import.
 """
 
 import collections
+import contextlib
 import gc
 import logging
 import multiprocessing
@@ -19,6 +20,7 @@ import os
 import pickle
 import queue
 import random
+import signal
 import sys
 import threading
 import time
@@ -215,8 +217,9 @@ def parse_all(paths, report, workers):
                         name=f"kittypyr-parser-{number}", daemon=True)
         for number in range(workers)
     ]
-    for process in processes:
-        process.start()
+    with _ctrl_c_ignored():
+        for process in processes:
+            process.start()
     channels = []
     for reader, writer in pipes:
         writer.close()  # the parser's end: closed here, so its death reads as EOF
@@ -257,6 +260,26 @@ def parse_all(paths, report, workers):
             if process.is_alive():
                 process.terminate()
             process.join()
+
+
+@contextlib.contextmanager
+def _ctrl_c_ignored():
+    """Ctrl-C ignored while parser processes start, and so in them from their first instruction on.
+
+    Ctrl-C in a terminal reaches every process of it: the importing process
+    answers it and ends the parsers, which stay silent. An ignored signal
+    stays ignored in a process started from this one, even while it is still
+    loading its modules. (One pressed in the instant the parsers start is
+    lost: a second one stops the import.)
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set signal handlers
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 _CHUNK, _DONE = "chunk", "done"

@@ -1,10 +1,12 @@
 """The ``kittypyr`` commands that keep an archive healthy: ``check``, ``backup``, ``restore`` and ``quarantine``."""
 
+import argparse
+import re
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import transaction
-from pyramid.paster import bootstrap, setup_logging
 from zc.lockfile import LockError
 
 STORAGE_IN_USE = ("the storage is in use by another process: stop the web server first "
@@ -13,9 +15,10 @@ STORAGE_IN_USE = ("the storage is in use by another process: stop the web server
 
 def _opened(config):
     """The archive of ``config``, opened; None, said on stderr, when another process holds its storage."""
-    setup_logging(config)
+    from kittypyr.cli import _environment
+
     try:
-        return bootstrap(config)
+        return _environment(config)
     except LockError:
         print(STORAGE_IN_USE, file=sys.stderr)
         return None
@@ -24,10 +27,10 @@ def _opened(config):
 def command_check(args):
     from kittypyr.health import check_archive
 
-    env = _opened(args.config)
-    if env is None:
+    opened = _opened(args.config)
+    if opened is None:
         return 2
-    with env:
+    with opened as env:
         # An upgrade made while opening is kept whatever the check finds.
         transaction.manager.commit()
         findings, counts = check_archive(env["root"], env["registry"], repair=args.repair)
@@ -51,17 +54,23 @@ def command_check(args):
 
 def command_quarantine(args):
     """List the mail the archive could not read; save, try again or drop it."""
-    env = _opened(args.config)
-    if env is None:
+    opened = _opened(args.config)
+    if opened is None:
         return 2
-    with env:
+    with opened as env:
         quarantine = env["root"].quarantine
         unknown = [number for number in args.drop if number not in quarantine]
         if unknown:
             print(f"{', '.join(unknown)} is not held: nothing dropped", file=sys.stderr)
             return 1
         if args.save:
-            _save_held(quarantine, Path(args.save))
+            try:
+                _save_held(quarantine, Path(args.save))
+            except OSError as exc:
+                # Before anything is tried again or dropped: what was asked to be kept is not kept yet.
+                print(f"kittypyr quarantine: cannot save into {args.save} ({exc.strerror}): "
+                      "give a folder this user can write to; nothing was dropped", file=sys.stderr)
+                return 2
         if args.retry:
             _retry_held(env["root"], env["registry"])
         for number in args.drop:
@@ -145,6 +154,22 @@ def command_restore(args):
     return 0
 
 
+def backup_date(text):
+    """``restore --date``: a UTC time as ``yyyy-mm-dd[-hh[-mm[-ss]]]``, checked.
+
+    repozo compares it with its file names as text, so anything else (a
+    date without leading zeros, a word) would pick some backup silently.
+    """
+    try:
+        if not re.fullmatch(r"\d{4}(-\d\d){2,5}", text):
+            raise ValueError(text)
+        datetime(*map(int, text.split("-")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no date: give a UTC time as yyyy-mm-dd[-hh[-mm[-ss]]], such as 2024-05-01-12")
+    return text
+
+
 def add_commands(commands):
     """Add ``check`` (and the backup commands) to the ``kittypyr`` command's subparsers."""
     p = commands.add_parser("check", help="verify the catalog, threads, aggregates and tombstones "
@@ -166,10 +191,11 @@ def add_commands(commands):
     p.add_argument("config")
     p.add_argument("folder", help="the backup folder (made if missing); back up into the same one each time")
     p.add_argument("--full", action="store_true", help="a full backup, not an increment")
-    p.set_defaults(func=command_backup)
+    # A backup only reads the storage, and a restore makes it: neither opens it.
+    p.set_defaults(func=command_backup, opens_storage=False)
 
     p = commands.add_parser("restore", help="restore the storage CONFIG names from a backup folder")
     p.add_argument("config")
     p.add_argument("folder")
-    p.add_argument("--date", help="the state as of this UTC time, yyyy-mm-dd[-hh[-mm[-ss]]] (default: the latest)")
-    p.set_defaults(func=command_restore)
+    p.add_argument("--date", type=backup_date, help="the state as of this UTC time, yyyy-mm-dd[-hh[-mm[-ss]]] (default: the latest)")
+    p.set_defaults(func=command_restore, opens_storage=False)

@@ -116,3 +116,42 @@ def test_other_storages_are_pointed_to_their_own_tools(tmp_path):
     refused = kittypyr("backup", config, tmp_path / "backups")
     assert refused.returncode == 2
     assert "zeo://" in refused.stderr and "repozo" in refused.stderr and "pg_dump" in refused.stderr
+
+
+def test_a_backup_into_a_file_or_where_no_folder_can_be_made_is_refused(tmp_path, original):
+    folder, config = original
+    import_mail(folder, config, 0, 1)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("notes\n")
+    for target, said in ((a_file, "notes.txt is a file: give a folder"),
+                         (a_file / "backups", "cannot make")):
+        refused = kittypyr("backup", config, target)
+        assert refused.returncode == 2, refused.stdout
+        assert "Traceback" not in refused.stderr, refused.stderr
+        assert said in refused.stderr and "Traceback" not in refused.stderr
+    assert "give a folder this user can write to" in refused.stderr
+
+
+def test_a_backup_into_a_folder_of_other_files_is_refused(tmp_path, original):
+    folder, config = original
+    import_mail(folder, config, 0, 1)
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    (elsewhere / "letter.txt").write_text("Dear ...\n")
+    refused = kittypyr("backup", config, elsewhere)
+    assert refused.returncode == 2
+    assert "holds other files and no backup: back up into a new or empty folder" in refused.stderr
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["letter.txt"]
+
+
+@pytest.mark.parametrize("date", ["yesterday", "2024-5-1", "2024-02-30"])
+def test_a_restore_date_that_is_no_date_is_refused(tmp_path, original, date):
+    folder, config = original
+    import_mail(folder, config, 0, 1)
+    kittypyr("backup", config, tmp_path / "backups", check=True)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    refused = kittypyr("restore", write_config(copy), tmp_path / "backups", "--date", date)
+    assert refused.returncode == 2
+    assert "is no date: give a UTC time as yyyy-mm-dd[-hh[-mm[-ss]]]" in refused.stderr
+    assert not (copy / "var" / "Data.fs").exists()

@@ -1,4 +1,4 @@
-"""What the command line prints to a newcomer: one line for a busy storage, no warnings, a real progress bar."""
+"""What the command line prints to a newcomer: one line for a busy storage or a wrong configuration, no warnings, a real progress bar."""
 
 import bz2
 import gzip
@@ -90,27 +90,225 @@ def test_the_progress_bar_shows_total_percentage_and_time_left():
     assert "50/200" in shown and "25%" in shown and "<" in shown  # elapsed<remaining
 
 
-@pytest.mark.parametrize("command", [("info",), ("import", LIST, "PATH")])
-def test_a_configuration_file_that_is_not_there_is_said_in_one_line(tmp_path, command):
+EVERY_COMMAND = [("import", LIST, "PATH"), ("reindex",), ("sync",), ("pack",), ("info",), ("check",),
+                 ("quarantine",), ("backup", "FOLDER"), ("restore", "FOLDER"), ("import-hyperkitty", "PATH")]
+
+
+def _run(command, config, tmp_path):
+    mbox = tmp_path / "dev.mbox"
+    if not mbox.exists():
+        mbox.write_bytes(mbox_bytes(mails(1)))
+    args = [str(mbox) if a == "PATH" else str(tmp_path / "backup") if a == "FOLDER" else a for a in command]
+    return kittypyr(args[0], config, *args[1:])
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+def test_a_configuration_that_is_not_there_is_named(tmp_path, command):
+    result = _run(command, tmp_path / "developement.ini", tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "there is no configuration file" in result.stderr and "developement.ini" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["just some notes\n", "[app:other]\nuse = egg:kittypyr\n"])
+@pytest.mark.parametrize("name", ["notes.txt", "notes.ini"])
+def test_a_file_that_is_no_kittypyr_configuration_is_refused(tmp_path, name, text):
+    wrong = tmp_path / name
+    wrong.write_text(text)
+    result = kittypyr("info", wrong)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr, result.stderr
+    assert f"{name} is not a kittypyr configuration" in result.stderr and "[app:main]" in result.stderr
+
+
+@pytest.mark.parametrize("command", [c for c in EVERY_COMMAND if c[0] not in ("backup", "restore")])
+def test_a_storage_folder_that_does_not_exist_is_named_with_what_to_do(tmp_path, command):
+    missing = tmp_path / "nowhere" / "var"
+    config = write_config(tmp_path, uri=f"file://{missing}/Data.fs?blobstorage_dir={missing}/blobs")
+    result = _run(command, config, tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr, result.stderr
+    assert f"the storage folder {missing} does not exist: create it (mkdir -p {missing})" in result.stderr
+
+
+def test_a_storage_folder_this_user_cannot_write_is_named(tmp_path, config, monkeypatch, capsys):
+    from kittypyr import cli
+
+    kittypyr("info", config, check=True)  # creates the storage
+    folder = tmp_path / "var"
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) != folder)  # as for another user
+    assert cli.main(["info", str(config)]) == 2
+    said = capsys.readouterr().err
+    assert f"{folder} is not writable for this user" in said and "as the user the web server runs as" in said
+
+
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as listed:
+        return listed.read().split()
+
+
+# Interrupted while its parser processes start, and while it reads; before
+# its first commit, which a batch as large as the mbox puts off to its end.
+@pytest.mark.parametrize("workers,moment", [("0", "reading"), ("2", "starting"), ("2", "reading")])
+def test_ctrl_c_in_an_import_says_how_to_finish_it(tmp_path, config, workers, moment):
+    import os
+    import signal
+    import time
+
+    from tests.functional import VENV_BIN
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(4000)))
+    # In a session of its own, so that Ctrl-C reaches every process of it, as from a terminal.
+    process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
+                                "--workers", workers, "--batch-size", "4000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    if moment == "starting":
+        # Both started, still loading their modules.
+        while len(_children(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+    else:
+        lock = tmp_path / "var" / "Data.fs.lock"
+        while not lock.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)
+    assert process.poll() is None, "the import ended before it could be interrupted"
+    os.killpg(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "kittypyr import: interrupted" in err and "run the same command again" in err
+    again = kittypyr("import", config, LIST, mbox, "--quiet", check=True)
+    assert "read 4000" in again.stdout and "failed 0" in again.stdout
+
+
+def test_sync_without_mailman_says_what_to_set(tmp_path, config):
+    result = kittypyr("sync", config)
+    assert result.returncode == 2
+    assert "no Mailman core is configured: set kittypyr.mailman_url" in result.stderr
+    assert "could not reach" not in result.stderr
+
+
+def test_sync_with_mailman_silent_or_refusing_says_why_and_what_to_check(tmp_path):
+    import http.server
+    import threading
+
+    from tests.functional import free_port
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    refusing = http.server.HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=refusing.serve_forever, daemon=True).start()
+    try:
+        for port, why in ((free_port(), "(Connection refused)"), (refusing.server_port, "(HTTP 401")):
+            config = write_config(tmp_path, extra=f"kittypyr.mailman_url = http://127.0.0.1:{port}\n")
+            result = kittypyr("sync", config)
+            assert result.returncode == 1
+            said = result.stderr.strip().splitlines()[-1]
+            assert said.startswith(f"kittypyr sync: Mailman core at http://127.0.0.1:{port} gave no lists {why}")
+            assert "check that it runs and that kittypyr.mailman_url" in said and "Error(" not in said
+    finally:
+        refusing.shutdown()
+
+
+def test_commands_print_no_warning_meant_for_the_web_server(tmp_path, config):
+    # The configuration sets no kittypyr.secret: a warning for a web server, whose sessions it signs.
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(2)))
+    for args in (("import", config, LIST, mbox, "--quiet"), ("info", config), ("check", config),
+                 ("quarantine", config)):
+        result = kittypyr(*args, check=True)
+        assert "kittypyr.secret" not in result.stderr, (args, result.stderr)
+
+
+def test_each_command_leaves_the_storage_index_saved_for_the_next(tmp_path, config):
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(mails(2)))
+    for args in (("info", config), ("import", config, LIST, mbox, "--quiet"), ("check", config), ("info", config)):
+        result = kittypyr(*args, check=True)
+        # Without a current Data.fs.index the whole Data.fs is read again at every start.
+        assert "Ignoring index" not in result.stderr and "WARNING" not in result.stderr, (args, result.stderr)
+    from ZODB.fsIndex import fsIndex
+
+    saved = fsIndex.load(str(tmp_path / "var" / "Data.fs.index"))
+    assert saved["pos"] == (tmp_path / "var" / "Data.fs").stat().st_size
+
+
+def test_import_hyperkitty_given_a_folder_or_nothing_says_what_to_give(tmp_path, config):
+    (tmp_path / "web").mkdir()
+    for given, said in ((tmp_path / "web", "is a folder"), (tmp_path / "web" / "mailman3web.db", "no such file")):
+        result = kittypyr("import-hyperkitty", config, given)
+        assert result.returncode == 2
+        assert said in result.stderr and str(given) in result.stderr
+        assert "give HyperKitty's SQLite file (such as mailman3web.db) or a postgresql:// URL" in result.stderr
+
+
+class PressesCtrlCWhileCommitting:
+    """A transaction's resource whose commit is interrupted half-way, as Ctrl-C can interrupt any."""
+
+    def __init__(self, on_ctrl_c):
+        self.on_ctrl_c = on_ctrl_c
+
+    def sortKey(self):
+        return "~ last"  # after the storage has voted
+
+    def tpc_finish(self, txn):
+        import signal
+
+        self.on_ctrl_c(signal.SIGINT, None)
+
+    def abort(self, txn):
+        pass
+
+    tpc_begin = commit = tpc_vote = tpc_abort = abort
+
+
+def test_ctrl_c_during_a_commit_stops_the_command_once_the_commit_is_done(tmp_path):
+    import transaction
+    from ZODB import DB
+
+    from kittypyr.cli import CtrlCBetweenCommits
+
+    db = DB(FileStorage(str(tmp_path / "Data.fs")))
+    manager = transaction.TransactionManager()
+    between_commits = CtrlCBetweenCommits()
+    manager.registerSynch(between_commits)
+    connection = db.open(manager)
+    try:
+        connection.root()["kept"] = 1
+        manager.get().join(PressesCtrlCWhileCommitting(between_commits.on_ctrl_c))
+        with pytest.raises(KeyboardInterrupt):
+            manager.commit()
+        manager.abort()
+        with pytest.raises(KeyboardInterrupt):  # pressed between commits: at once
+            between_commits.on_ctrl_c(None, None)
+        connection.root()["after"] = 2
+        manager.commit()  # the storage is still open
+        other = db.open()
+        assert other.root()["kept"] == 1 and other.root()["after"] == 2
+        other.close()
+    finally:
+        connection.close()
+        db.close()
+
+
+def test_info_on_a_list_not_archived_names_the_archived_ones(tmp_path, config):
     mbox = tmp_path / "dev.mbox"
     mbox.write_bytes(mbox_bytes(mails(1)))
-    missing = tmp_path / "developmnet.ini"
-    args = [str(mbox) if a == "PATH" else a for a in command]
-    result = kittypyr(args[0], missing, *args[1:])
+    kittypyr("import", config, LIST, mbox, "--quiet", check=True)
+    result = kittypyr("info", config, "dev")
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        f"kittypyr {command[0]}: no configuration file {str(missing)!r} (an .ini file such as development.ini)"]
-
-
-def test_after_an_import_the_next_command_finds_the_storage_index_saved(tmp_path, config):
-    # Else the next process (the web server) reads the whole Data.fs again to
-    # rebuild it, and says "Ignoring index".
-    mbox = tmp_path / "dev.mbox"
-    mbox.write_bytes(mbox_bytes(mails(3)))
-    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
-    for command in ("info", "reindex", "info"):
-        result = kittypyr(command, config, check=True)
-        assert "Ignoring index" not in result.stderr, (command, result.stderr)
+    assert result.stderr.strip() == (f"kittypyr info: no archived list 'dev': give a list's posting address "
+                                     f"(archived here: {LIST})")
 
 
 @pytest.mark.parametrize("config", ["#main", "settings.cfg"])
@@ -118,4 +316,5 @@ def test_a_configuration_argument_that_names_no_ini_file_is_said_in_one_line(tmp
     result = kittypyr("info", config, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"kittypyr info: no configuration file {config!r} (an .ini file such as development.ini)"]
+        f"kittypyr info: there is no configuration file {config}: give the .ini file the web server runs with "
+        "(such as development.ini or production.ini)"]

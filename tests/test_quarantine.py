@@ -60,3 +60,17 @@ def test_dropping_what_is_not_held_says_so_and_drops_nothing(tmp_path):
     assert refused.returncode == 1 and "000009 is not held" in refused.stderr
     listed = kittypyr("quarantine", config, check=True).stdout
     assert "000001" in listed and "000002" in listed
+
+
+def test_saving_where_no_folder_can_be_made_says_so_and_drops_nothing(tmp_path):
+    config = held_archive(tmp_path)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("notes\n")
+    for target in (a_file, a_file / "held"):
+        refused = kittypyr("quarantine", config, "--save", target, "--drop", "000001")
+        assert refused.returncode == 2, refused.stdout
+        assert "Traceback" not in refused.stderr, refused.stderr
+        assert f"kittypyr quarantine: cannot save into {target}" in refused.stderr
+        assert "give a folder this user can write to" in refused.stderr
+    listed = kittypyr("quarantine", config, check=True).stdout
+    assert "000001" in listed and "000002" in listed

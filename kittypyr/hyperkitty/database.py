@@ -34,8 +34,11 @@ def open_database(url):
         connection.set_session(readonly=True)
         return connection
     path = Path(parsed.path if parsed.scheme == "sqlite" else url)
+    what_to_give = "give HyperKitty's SQLite file (such as mailman3web.db) or a postgresql:// URL"
+    if path.is_dir():
+        raise UnreadableDatabase(f"{path} is a folder: {what_to_give}")
     if not path.is_file():
-        raise UnreadableDatabase(f"no such file: {path}")
+        raise UnreadableDatabase(f"no such file: {path}: {what_to_give}")
     # Read only: the HyperKitty site may still be serving from it.
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:

@@ -101,7 +101,32 @@ def signup_offered(request):
     in the Host header, and the mail to someone else's address would carry
     the token to their host.
     """
-    return request.mailman_available and bool(request.registry.settings.get("kittypyr.base_url"))
+    return request.writing_offered and bool(request.registry.settings.get("kittypyr.base_url"))
+
+
+def mail_offered(request):
+    """Whether the site has a mail server to send through: ``kittypyr.smtp_host`` (localhost when unset) is not empty."""
+    return bool(request.registry.settings.get("kittypyr.smtp_host", "localhost").strip())
+
+
+def writing_offered(request):
+    """Whether replying, starting a thread and signing up can work: Mailman answers and mail can be sent."""
+    return request.mailman_available and request.mail_offered
+
+
+class MailOfferedPredicate:
+    """View predicate ``mail_offered=True|False``."""
+
+    def __init__(self, value, config):
+        self.value = bool(value)
+
+    def text(self):
+        return f"mail_offered = {self.value}"
+
+    phash = text
+
+    def __call__(self, context, request):
+        return request.mail_offered == self.value
 
 
 class MailmanAvailablePredicate:
@@ -149,7 +174,7 @@ def _unavailable(request, **shown):
     request.response.status = HTTPServiceUnavailable.code if configured else HTTPNotFound.code
     if configured:
         request.response.retry_after = int(presence.check_every)
-    return dict({"configured": configured, "message": None, "mailing_list": None}, **shown)
+    return dict({"configured": configured, "no_mail": False, "message": None, "mailing_list": None}, **shown)
 
 
 def explain_accounts(context, request):
@@ -164,10 +189,27 @@ def explain_new_thread(context, request):
     return _unavailable(request, mailing_list=context)
 
 
+def _without_mail(request, **shown):
+    """The page shown instead of a form that would send mail, on a site with no mail server: 404."""
+    request.response.status = HTTPNotFound.code
+    return dict({"configured": True, "no_mail": True, "message": None, "mailing_list": None}, **shown)
+
+
+def explain_reply_without_mail(context, request):
+    return _without_mail(request, message=context, mailing_list=context.mailing_list)
+
+
+def explain_new_thread_without_mail(context, request):
+    return _without_mail(request, mailing_list=context)
+
+
 def includeme(config):
     config.add_request_method(mailman_available, "mailman_available", reify=True)
     config.add_request_method(signup_offered, "signup_offered", reify=True)
+    config.add_request_method(mail_offered, "mail_offered", reify=True)
+    config.add_request_method(writing_offered, "writing_offered", reify=True)
     config.add_view_predicate("mailman_available", MailmanAvailablePredicate)
+    config.add_view_predicate("mail_offered", MailOfferedPredicate)
     config.add_subscriber(template_helpers, BeforeRender)
     from kittypyr.resources import Archive, MailingList, Message
 
@@ -179,6 +221,10 @@ def includeme(config):
                     permission="view", require_csrf=False)
     config.add_view(explain_new_thread, context=MailingList, name="new", mailman_available=False, renderer=renderer,
                     permission="view", require_csrf=False)
+    config.add_view(explain_reply_without_mail, context=Message, name="reply", mailman_available=True,
+                    mail_offered=False, renderer=renderer, permission="view", require_csrf=False)
+    config.add_view(explain_new_thread_without_mail, context=MailingList, name="new", mailman_available=True,
+                    mail_offered=False, renderer=renderer, permission="view", require_csrf=False)
     if not mailman_url(config.registry):
         log.info("no Mailman core is configured (kittypyr.mailman_url): a stand-alone archive, read by "
                  "everyone, with no accounts and no posting from the web; replies go by e-mail")

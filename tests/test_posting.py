@@ -323,3 +323,29 @@ def test_one_client_can_have_only_a_few_confirmation_mails_sent_at_a_time(tmp_pa
             [f"stranger{n}@example.org" for n in range(SIGNUP_LIMIT)] + ["someone@example.org"])
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_without_a_mail_server_no_page_offers_what_would_send_mail(tmp_path, mailman):
+    # kittypyr.smtp_host left empty: replying, starting a thread and signing
+    # up all send mail, and would answer "try again later" for ever.
+    app = make_app(tmp_path)
+    app.registry.settings["kittypyr.smtp_host"] = ""
+    try:
+        with prepare(registry=app.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], LIST), make_message(
+                message_id="<root@example.org>", subject="Build broken", sender=("Ann", "ann@example.org"),
+                date=datetime(2024, 1, 2, tzinfo=timezone.utc), body="The build fails on arm.\n"))
+            transaction.commit()
+        member = TestApp(app)
+        log_in(member, MEMBER)
+        message = f"/list/{LIST}/message/{message_id_hash('<root@example.org>')}/"
+        page = member.get(message)
+        assert page.html.select("a.reply") == [] and page.html.select("a.reply-by-mail")
+        assert member.get(f"/list/{LIST}/").html.select("a.new-thread") == []
+        assert "Sign up" not in member.get("/login").text
+        for path in (f"{message}reply", f"/list/{LIST}/new"):
+            explained = member.get(path, status=404)
+            assert "sends no mail" in explained.text and explained.html.select("a[href^='mailto:']")
+        assert "kittypyr.smtp_host" in TestApp(app).get("/signup", status=404).text
+    finally:
+        app.registry._zodb_databases[""].close()

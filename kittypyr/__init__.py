@@ -1,6 +1,7 @@
 """kittypyr: the web archive of GNU Mailman 3 mailing lists."""
 
 import atexit
+import os
 import signal
 import threading
 import warnings
@@ -39,8 +40,12 @@ PARTS = (
 )
 
 
-class StorageInUse(SystemExit):
-    """The embedded storage is held by another process: the server cannot start (its message says why)."""
+class StorageUnopened(SystemExit):
+    """The embedded storage cannot be opened: the server exits saying why and what to do."""
+
+
+class StorageInUse(StorageUnopened):
+    """The embedded storage is held by another process."""
 
 
 def main(global_config, **settings):
@@ -65,6 +70,12 @@ def main(global_config, **settings):
                 "kittypyr: the storage in zodbconn.uri is in use by another process (a server or a kittypyr "
                 "command): stop that one first. To serve from several processes at once, use ZEO or "
                 "RelStorage (README: 'Storage: one process or many').") from None
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+            # An embedded storage whose folder is missing or not this user's.
+            folder = os.path.dirname(exc.filename or "") or "its folder"
+            raise StorageUnopened(
+                f"kittypyr: cannot open the storage in zodbconn.uri ({exc.strerror}: {exc.filename}): create "
+                f"its folder (mkdir -p {folder}), run as the user that owns it, or correct zodbconn.uri.") from None
         for part in PARTS:
             config.include(part)
         for extension in extensions:

@@ -259,3 +259,15 @@ def test_a_second_server_on_the_same_storage_says_why_it_cannot_start(tmp_path):
     finally:
         first.terminate()
         first.wait(timeout=30)
+
+
+def test_a_server_whose_storage_folder_is_missing_says_what_to_do(tmp_path):
+    from tests.functional import write_config
+
+    port = free_port()
+    config = write_config(tmp_path, port=port, uri=f"file://{tmp_path}/nowhere/Data.fs")
+    started = subprocess.run([str(VENV_BIN / "pserve"), str(config)], capture_output=True, text=True, timeout=60)
+    output = started.stdout + started.stderr
+    assert started.returncode != 0
+    assert "Traceback" not in output, output
+    assert f"{tmp_path}/nowhere" in output and "mkdir" in output

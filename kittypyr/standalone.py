@@ -114,34 +114,29 @@ def writing_offered(request):
     return request.mailman_available and request.mail_offered
 
 
-class MailOfferedPredicate:
-    """View predicate ``mail_offered=True|False``."""
+class _RequestFlagPredicate:
+    """View predicate ``<flag>=True|False``: whether the request's ``flag`` (a request method of this module) is so."""
+
+    flag = None
 
     def __init__(self, value, config):
         self.value = bool(value)
 
     def text(self):
-        return f"mail_offered = {self.value}"
+        return f"{self.flag} = {self.value}"
 
     phash = text
 
     def __call__(self, context, request):
-        return request.mail_offered == self.value
+        return getattr(request, self.flag) == self.value
 
 
-class MailmanAvailablePredicate:
-    """View predicate ``mailman_available=True|False``."""
+class MailmanAvailablePredicate(_RequestFlagPredicate):
+    flag = "mailman_available"
 
-    def __init__(self, value, config):
-        self.value = bool(value)
 
-    def text(self):
-        return f"mailman_available = {self.value}"
-
-    phash = text
-
-    def __call__(self, context, request):
-        return request.mailman_available == self.value
+class MailOfferedPredicate(_RequestFlagPredicate):
+    flag = "mail_offered"
 
 
 def reply_subject(subject):

@@ -163,8 +163,12 @@ def _prepare_for_storing(mail):
                                                      mail.attachments))
 
 
-def read_sources(paths, report, log_errors=True):
-    """Yield every ``RawMail`` of ``paths``; record unreadable files in ``report``."""
+def read_sources(paths, report):
+    """Yield every ``RawMail`` of ``paths``; record unreadable files in ``report``.
+
+    Not logged as well: the report carries each with its reason, and the
+    command's summary prints it.
+    """
     for path in paths:
         file_report = report.file(str(path))
         try:
@@ -176,12 +180,8 @@ def read_sources(paths, report, log_errors=True):
                 yield raw_mail
         except MailSourceError as exc:
             file_report.error = str(exc)
-            if log_errors:
-                log.error("%s", exc)
         except OSError as exc:
             file_report.error = f"{path}: {exc.strerror or exc}"
-            if log_errors:
-                log.error("%s", file_report.error)
 
 
 def _chunks(iterable, size):
@@ -252,7 +252,6 @@ def parse_all(paths, report, workers):
             file_report.doubtful = doubtful
             if error:
                 file_report.error = error
-                log.error("%s", error)
     finally:
         for channel in channels:
             channel.close()
@@ -352,7 +351,7 @@ def _parser_process(paths, number, count, depth, channel):
         put(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
 
     report = ImportReport()
-    for index, chunk in enumerate(_chunks(read_sources(paths, report, log_errors=False), CHUNK)):
+    for index, chunk in enumerate(_chunks(read_sources(paths, report), CHUNK)):
         if index % count == number:
             send((_CHUNK, [parse_raw(raw_mail) for raw_mail in chunk]))
     # Reading is the same in every parser process; one reports it.

@@ -318,3 +318,15 @@ def test_a_configuration_argument_that_names_no_ini_file_is_said_in_one_line(tmp
     assert result.stderr.strip().splitlines() == [
         f"kittypyr info: there is no configuration file {config}: give the .ini file the web server runs with "
         "(such as development.ini or production.ini)"]
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_a_file_that_cannot_be_read_is_reported_once(tmp_path, config, workers):
+    # The summary names it with its reason; a log line saying the same
+    # before it was one more thing to read for nothing.
+    missing = tmp_path / "nofile.mbox"
+    result = kittypyr("import", config, LIST, missing, "--workers", workers, "--quiet")
+    assert result.returncode == 1
+    output = result.stdout + result.stderr
+    assert output.count(str(missing)) == 1, output
+    assert f"error: {missing}: No such file or directory" in result.stdout

@@ -132,11 +132,17 @@ def date_word_chunks(archive):
             date_chunks_of(text_index, day_of)
 
 
+def add_archive_secret(archive):
+    """Version 10: the archive's own secret, which signs sessions where kittypyr.secret is not set."""
+    if archive.secret is None:
+        archive.secret = secrets.token_hex(32)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
-                date_word_chunks]
+                date_word_chunks, add_archive_secret]
 
 
 def bootstrap_archive(zodb_root, registry):
@@ -153,8 +159,6 @@ def bootstrap_archive(zodb_root, registry):
         archive.schema_version = version
     if not catalog_is_in_sync(archive, registry):
         sync_catalog(archive, registry)
-    if archive.secret is None:
-        archive.secret = secrets.token_hex(32)
     return archive
 
 

@@ -361,12 +361,10 @@ class SignupThrottle:
     def wait_seconds(self, counts, client):
         """Seconds ``client`` must wait before its next sign-up; 0 if none."""
         now = self.clock()
-        client = client or ""
-        recent = sorted(when for (_, _, when, _), count in counts.items(("signup", client), ("signup", client, math.inf))
-                        for _ in range(count) if when > now - self.window)
+        recent = login_throttle._recent(counts, "signup", client, now)
         if len(recent) < self.limit:
             return 0
-        return max(1, math.ceil(recent[-self.limit] + self.window - now))
+        return max(1, math.ceil(recent[-self.limit][0] + self.window - now))
 
     def signed_up(self, counts, client, address):
         now = self.clock()

@@ -169,7 +169,12 @@ def _unavailable(request, **shown):
     request.response.status = HTTPServiceUnavailable.code if configured else HTTPNotFound.code
     if configured:
         request.response.retry_after = int(presence.check_every)
-    return dict({"configured": configured, "no_mail": False, "message": None, "mailing_list": None}, **shown)
+    return _explanation(configured=configured, **shown)
+
+
+def _explanation(configured, no_mail=False, **shown):
+    """What ``standalone.pt`` shows instead of a form that cannot work here."""
+    return dict({"configured": configured, "no_mail": no_mail, "message": None, "mailing_list": None}, **shown)
 
 
 def explain_accounts(context, request):
@@ -187,7 +192,7 @@ def explain_new_thread(context, request):
 def _without_mail(request, **shown):
     """The page shown instead of a form that would send mail, on a site with no mail server: 404."""
     request.response.status = HTTPNotFound.code
-    return dict({"configured": True, "no_mail": True, "message": None, "mailing_list": None}, **shown)
+    return _explanation(configured=True, no_mail=True, **shown)
 
 
 def explain_reply_without_mail(context, request):

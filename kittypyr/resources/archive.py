@@ -1,5 +1,7 @@
 """The root of the archive and the folder of mailing lists."""
 
+import secrets
+
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
 from pyramid.authorization import ALL_PERMISSIONS, Allow, Everyone
@@ -56,7 +58,8 @@ class Archive(Persistent):
     schema_version = 0
     # What signs sessions, links in mail and feed keys when kittypyr.secret
     # is not set (kittypyr.security.site_secret): made at the first start,
-    # shared by every process of the archive. None until then.
+    # shared by every process of the archive. None in an archive made before
+    # it was kept, until its upgrade (bootstrap.add_archive_secret).
     secret = None
 
     __acl__ = [
@@ -74,6 +77,7 @@ class Archive(Persistent):
         self.audit_log = AuditLog()
         self.session_generations = OOBTree()
         self.login_failures = AgeingCounts()
+        self.secret = secrets.token_hex(32)
         add_community(self)
 
     def __getitem__(self, name):

@@ -69,6 +69,18 @@ def peak_rss_mb():
     return own, children
 
 
+def process_memory_mb(pid, field="VmRSS"):
+    """A field of ``/proc/PID/status`` in MB (``VmRSS`` now, ``VmHWM`` its peak); 0 once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def cpu_seconds():
     """CPU time (user and system) of this process and of its finished children."""
     own = resource.getrusage(resource.RUSAGE_SELF)

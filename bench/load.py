@@ -55,6 +55,7 @@ sys.path.insert(0, str(HERE))
 
 import requests  # noqa: E402
 from archiver_load import CONFIG, KEY, LIST, Process, ZEOServer, log_counts  # noqa: E402
+from common import process_memory_mb  # noqa: E402
 
 from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, write_config  # noqa: E402
 from tests.postgresql_server import PostgreSQLServer  # noqa: E402
@@ -359,17 +360,6 @@ def percentile(values, fraction):
     return values[min(len(values) - 1, int(len(values) * fraction))] * 1000
 
 
-def rss_mb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def warm_up(ports, urls):
     """Each process answers each page kind a few times before the clock starts (not measured)."""
     for port in ports:
@@ -489,7 +479,7 @@ def run(kind, fault, args, urls, base_count, later, data, postgresql):
         archiver.join(timeout=max(0.0, deadline - time.monotonic()) + args.time_limit)
         if injector is not None:
             injector.join(timeout=300)
-        rss = [rss_mb(p.popen.pid) for p in processes]
+        rss = [process_memory_mb(p.popen.pid) for p in processes]
     finally:
         readers.stopped.set()
         for process in processes:

@@ -49,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from common import process_memory_mb  # noqa: E402
 from tests.functional import VENV_BIN, free_port, mbox_bytes, wait_for_port, write_config  # noqa: E402
 
 LIST = "scale@lists.example.org"
@@ -139,7 +140,7 @@ def import_block(config, mbox, timeout):
     while True:
         # The importer's own high-water mark, read while it runs; wait4
         # gives the largest of it and its parser processes.
-        own_peak = max(own_peak, high_water_mb(process.pid))
+        own_peak = max(own_peak, process_memory_mb(process.pid, "VmHWM"))
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
@@ -151,17 +152,6 @@ def import_block(config, mbox, timeout):
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"import failed:\n{output}")
     return time.monotonic() - started, own_peak, usage.ru_maxrss / 1024, output
-
-
-def high_water_mb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def pick_pages(var):
@@ -190,14 +180,6 @@ def pick_pages(var):
         db.close()
 
 
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def time_pages(folder, pages, requests):
     """{kind: p50 ms} and the serving process's RSS (MB) over ``pages``, each page warmed once first."""
     port = free_port()
@@ -222,7 +204,7 @@ def time_pages(folder, pages, requests):
                         timings.append((time.perf_counter() - started) * 1000)
             figures[kind] = statistics.median(timings)
         connection.close()
-        return figures, rss_mb(server.pid)
+        return figures, process_memory_mb(server.pid)
     finally:
         server.terminate()
         server.wait(timeout=60)

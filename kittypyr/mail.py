@@ -13,6 +13,7 @@ only exception it raises is :class:`UnparseableMessage`.
 import binascii
 import codecs
 import email
+import email.errors
 import email.parser
 import email.utils
 import functools
@@ -796,9 +797,32 @@ def _generated_name(index, ctype):
     return "attachment-%d%s" % (index, ext)
 
 
+_BASE64_LINES = re.compile(r"[A-Za-z0-9+/\r\n]*={0,2}[\r\n]*")
+
+
+def _large_base64(part):
+    """The decoded payload of a large base64 part the stdlib would decode without a defect; None otherwise.
+
+    The stdlib splits a base64 payload into lines and joins them before
+    decoding it: five times the payload's size at its peak. Decoding it
+    whole gives the same bytes when every character is of the base64
+    alphabet or a line end and the length is whole groups of four.
+    """
+    if str(part.get("content-transfer-encoding", "")).lower() != "base64":
+        return None
+    payload = part.get_payload()
+    if not isinstance(payload, str) or len(payload) < LARGE_BODY_BYTES:
+        return None
+    if not _BASE64_LINES.fullmatch(payload) or (len(payload) - payload.count("\n") - payload.count("\r")) % 4:
+        return None
+    return binascii.a2b_base64(payload)
+
+
 def _payload_bytes(part, index, notes):
     try:
-        data = part.get_payload(decode=True)
+        data = _large_base64(part)
+        if data is None:
+            data = part.get_payload(decode=True)
     except Exception as exc:
         notes.add("part %d: payload could not be decoded (%s)" % (index, type(exc).__name__))
         data = b""
@@ -1259,8 +1283,96 @@ def _header_message(header):
     return msg
 
 
+# Above this many bytes of body, a multipart message is cut at its
+# boundaries here (``_split_large``) instead of by the stdlib parser, which
+# holds each line of a part as a string of its own and then joins them:
+# seven times the message's size at its peak, 1.4 GB for an attachment of
+# 150 MB, which a small server does not have.
+LARGE_BODY_BYTES = 4 * 2**20
+# Multiparts nested deeper than this in a large message go to the stdlib parser.
+_SPLIT_DEPTH = 8
+_PART_HEADER_END = re.compile(rb"\r?\n\r?\n")
+_LINE_END_BEFORE = re.compile(rb"\r?\n\Z")
+
+
+def _split_large(msg, data, start, end, depth=0):
+    """Give ``msg`` (a multipart ``Message`` with its headers) the parts of ``data[start:end]``; False if not clean.
+
+    Clean is what the stdlib parser would read the same way without a
+    defect: a boundary, each part between two delimiter lines, a closing
+    delimiter. A leaf part's payload is its body whole, as the parser sets
+    it (the line end before a delimiter belongs to the delimiter); a
+    multipart part is split the same way; a ``message/*`` part, or anything
+    in a digest, is left to the parser. Only one part's text is held at a
+    time beside ``data``.
+    """
+    boundary = msg.get_boundary()
+    if not boundary or depth > _SPLIT_DEPTH or msg.get_content_type() == "multipart/digest":
+        return False
+    try:
+        delimiter = re.compile(rb"^--" + re.escape(boundary.encode("ascii")) + rb"(--)?[ \t]*\r?$", re.M)
+    except UnicodeEncodeError:
+        return False
+    if msg.get("content-transfer-encoding", "8bit").lower() not in ("7bit", "8bit", "binary"):
+        msg.defects.append(email.errors.InvalidMultipartContentTransferEncodingDefect())
+    parts = []
+    part_start = None
+    closed = None
+    for match in delimiter.finditer(data, start, end):
+        if part_start is None:
+            msg.preamble = _without_last_line_end(data[start:match.start()]).decode("ascii", "surrogateescape") \
+                if match.start() > start else None
+        else:
+            part = _split_part(data, part_start, match.start(), depth)
+            if part is None:
+                return False
+            parts.append(part)
+        line_end = data.find(b"\n", match.end())
+        part_start = end if line_end < 0 or line_end >= end else line_end + 1
+        if match.group(1):
+            closed = part_start
+            break
+    if closed is None or not parts:
+        return False
+    msg.set_payload(parts)
+    msg.epilogue = data[closed:end].decode("ascii", "surrogateescape") if closed < end else None
+    return True
+
+
+def _without_last_line_end(data):
+    found = _LINE_END_BEFORE.search(data)
+    return data[:found.start()] if found else data
+
+
+def _split_part(data, start, end, depth):
+    """The ``Message`` of the part in ``data[start:end]``, whose last line end belongs to the delimiter after it."""
+    if data.startswith(b"\n", start) or data.startswith(b"\r\n", start):
+        header, body_start = b"", data.index(b"\n", start) + 1
+    else:
+        found = _PART_HEADER_END.search(data, start, end)
+        if found is None:
+            return None  # a part of headers only: rare, and the parser's to read
+        header, body_start = data[start:found.start()], found.end()
+    part = email.parser.BytesParser(policy=compat32).parsebytes(header + b"\n\n", headersonly=True)
+    if part.defects or part.get_content_maintype() == "message":
+        return None
+    if part.get_content_maintype() == "multipart":
+        part.set_payload(None)
+        return part if _split_large(part, data, body_start, end, depth + 1) else None
+    if data.endswith(b"\n", body_start, end):
+        end -= 2 if data.endswith(b"\r\n", body_start, end) else 1
+    # Through a view: the body is copied once, into the payload.
+    part.set_payload(str(memoryview(data)[body_start:end], "ascii", "surrogateescape"))
+    return part
+
+
 def _parse_structure(data, header_end, body_start, clean, notes):
     try:
+        if len(data) - body_start >= LARGE_BODY_BYTES:
+            msg = _header_message(data[:header_end]) if clean else \
+                email.parser.BytesParser(policy=compat32).parsebytes(data[:body_start], headersonly=True)
+            if msg.get_content_maintype() == "multipart" and _split_large(msg, data, body_start, len(data)):
+                return msg
         if body_start < len(data):
             # The stdlib parser reads a body line by line only to join the
             # lines again unless the part is multipart or message/*; doing

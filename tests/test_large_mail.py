@@ -1,0 +1,145 @@
+"""Large messages: read whole within a few times their size, exactly as smaller ones are read."""
+
+import base64
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timezone
+
+import pytest
+
+import kittypyr.mail
+from kittypyr.mail import parse_message
+
+NOW = datetime(2024, 6, 1, 12, 0, tzinfo=timezone.utc)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The parse runs where its address space is the memory it had plus this
+# many times the message's size: a small server's. The stdlib parser
+# alone needs about nine.
+ROOM = 5
+
+CHILD = textwrap.dedent("""
+    import base64, hashlib, json, os, resource, sys
+    from kittypyr.mail import parse_message
+
+    size = int(sys.argv[1])
+    payload = bytes(range(256)) * (size * 3 // 4 // 256)
+    raw = (b"From: Ann <ann@example.org>\\nSubject: the trace\\nDate: Mon, 1 Jan 2024 00:00:00 +0000\\n"
+           b"Message-ID: <trace@example.org>\\nMIME-Version: 1.0\\nContent-Type: multipart/mixed; boundary=outer\\n\\n"
+           b"--outer\\nContent-Type: multipart/alternative; boundary=inner\\n\\n"
+           b"--inner\\nContent-Type: text/plain\\n\\nThe trace is attached.\\n"
+           b"--inner\\nContent-Type: text/html\\n\\n<p>The trace is attached.</p>\\n--inner--\\n"
+           b"--outer\\nContent-Type: application/octet-stream; name=trace.bin\\nContent-Transfer-Encoding: base64\\n\\n"
+           + base64.encodebytes(payload) + b"--outer--\\n")
+
+    def address_space():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+
+    limit = address_space() + int(sys.argv[2]) * len(raw)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        parsed = parse_message(raw)
+    except MemoryError:
+        print(json.dumps({"error": "MemoryError"}))
+    else:
+        print(json.dumps({
+            "attachments": [[a.filename, a.content_type, hashlib.sha256(a.data).hexdigest()]
+                            for a in parsed.attachments],
+            "expected": hashlib.sha256(payload).hexdigest(),
+            "body": parsed.body_text,
+            "defects": parsed.defects,
+        }))
+""")
+
+
+def test_a_large_attachment_is_kept_whole_where_memory_is_short():
+    outcome = subprocess.run([sys.executable, "-c", CHILD, str(24 * 2**20), str(ROOM)], capture_output=True,
+                             text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+    assert outcome.returncode == 0, outcome.stderr
+    parsed = json.loads(outcome.stdout)
+    assert "error" not in parsed
+    assert parsed["body"] == "The trace is attached."
+    assert parsed["attachments"] == [["trace.bin", "application/octet-stream", parsed["expected"]]]
+    assert parsed["defects"] == []
+
+
+def _fields(parsed):
+    return dataclasses.asdict(parsed)
+
+
+def _message(body, content_type="multipart/mixed; boundary=b1", extra=b"", line_end=b"\n"):
+    head = (b"From: Ann <ann@example.org>\nSubject: parts\nDate: Mon, 1 Jan 2024 00:00:00 +0000\n"
+            b"Message-ID: <parts@example.org>\nMIME-Version: 1.0\nContent-Type: " + content_type.encode() + b"\n"
+            + extra + b"\n")
+    return (head + body).replace(b"\n", line_end)
+
+
+ENCODED = base64.encodebytes(bytes(range(256)) * 40)
+SHAPES = {
+    "nested, with preamble and epilogue": _message(
+        b"This is a multi-part message in MIME format.\n"
+        b"--b1\nContent-Type: multipart/alternative; boundary=\"b2\"\n\n"
+        b"--b2\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: 8bit\n\nCaf\xe9 ol\xe9\n"
+        b"--b2  \nContent-Type: text/html\n\n<p>Caf&eacute;</p>\n\n--b2--\n"
+        b"--b1\nContent-Type: image/png; name=a.png\nContent-Transfer-Encoding: base64\n\n" + ENCODED
+        + b"--b1\n\nA part without headers.\n--b1--\ntrailing words\n"),
+    "CRLF line ends": _message(
+        b"--b1\nContent-Type: text/plain\n\nfirst line\nsecond line\n\n"
+        b"--b1\nContent-Type: application/pdf; name=x.pdf\nContent-Transfer-Encoding: base64\n\n" + ENCODED
+        + b"--b1--\n", line_end=b"\r\n"),
+    "quoted-printable and a text attachment": _message(
+        b"--b1\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: quoted-printable\n\n"
+        b"na=C3=AFve =\nline\n--b1\nContent-Type: text/x-diff; name=fix.patch\nContent-Disposition: attachment\n\n"
+        b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n--b1--\n"),
+    "base64 with a stray character": _message(
+        b"--b1\nContent-Type: text/plain\n\nhello\n--b1\nContent-Type: application/zip; name=z.zip\n"
+        b"Content-Transfer-Encoding: base64\n\n" + ENCODED[:200] + b"*" + ENCODED[200:] + b"--b1--\n"),
+    "base64 cut short": _message(
+        b"--b1\nContent-Type: text/plain\n\nhello\n--b1\nContent-Type: application/zip; name=z.zip\n"
+        b"Content-Transfer-Encoding: base64\n\n" + ENCODED[:-6] + b"\n--b1--\n"),
+    "no closing delimiter": _message(
+        b"--b1\nContent-Type: text/plain\n\nhello\n--b1\nContent-Type: text/plain\n\nnever closed\n"),
+    "a forwarded message": _message(
+        b"--b1\nContent-Type: text/plain\n\nsee below\n--b1\nContent-Type: message/rfc822\n\n"
+        b"From: Bob <bob@example.org>\nSubject: inner\n\ninner words\n--b1--\n"),
+    "a digest": _message(
+        b"--b1\n\nFrom: Bob <bob@example.org>\nSubject: one\n\nfirst post\n"
+        b"--b1\n\nFrom: Cy <cy@example.org>\nSubject: two\n\nsecond post\n--b1--\n",
+        content_type="multipart/digest; boundary=b1"),
+    "a multipart said to be base64": _message(
+        b"--b1\nContent-Type: text/plain\n\nhello\n--b1--\n", extra=b"Content-Transfer-Encoding: base64\n"),
+    "a part whose header section is damaged": _message(
+        b"--b1\nContent-Type: text/plain\nthis line is no header\n\nhello\n--b1--\n"),
+    "a multipart part without a boundary": _message(
+        b"--b1\nContent-Type: multipart/related\n\nno boundary here\n--b1--\n"),
+    "an empty part": _message(b"--b1\n--b1\nContent-Type: text/plain\n\nhello\n--b1--\n"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_large_message_reads_as_any_other(shape, monkeypatch):
+    raw = SHAPES[shape]
+    as_usual = _fields(parse_message(raw, now=NOW))
+    # Every message counts as large: it is cut at its boundaries here.
+    monkeypatch.setattr(kittypyr.mail, "LARGE_BODY_BYTES", 0)
+    assert _fields(parse_message(raw, now=NOW)) == as_usual
+
+
+def test_a_large_message_is_cut_at_its_boundaries(monkeypatch):
+    """The shapes above are not all read by the stdlib's parser whatever the size."""
+    monkeypatch.setattr(kittypyr.mail, "LARGE_BODY_BYTES", 0)
+    cut = []
+    split_large = kittypyr.mail._split_large
+    monkeypatch.setattr(kittypyr.mail, "_split_large",
+                        lambda *args: cut.append(args[0].get_content_type()) or split_large(*args))
+    parsed = parse_message(SHAPES["nested, with preamble and epilogue"], now=NOW)
+    assert cut == ["multipart/mixed", "multipart/alternative"]
+    assert parsed.body_text.startswith("Café olé")
+    assert [a.filename for a in parsed.attachments] == ["a.png"]

@@ -45,6 +45,13 @@ _EARLIEST = datetime(1980, 1, 1, tzinfo=UTC)
 _FUTURE_SLACK = timedelta(days=1)
 # A message with thousands of broken parts must not carry an unbounded list.
 _MAX_DEFECTS = 100
+# A subject or a sender's name longer than this is shortened, as
+# HyperKitty's columns shorten them: every page that lists a thread shows
+# its subject, so one post with a subject of a megabyte (a header folded
+# over thousands of lines passes any mail server) would make each of them
+# that much larger. The original keeps them whole.
+SUBJECT_MAX = 512
+NAME_MAX = 255
 # charset_normalizer looks at this much; the rest is decoded with its verdict.
 _GUESS_SAMPLE = 64 * 1024
 
@@ -428,6 +435,13 @@ def _decode_header(value, hint, notes):
 
 def _one_line(text):
     return " ".join(text.split())
+
+
+def _shortened(text, limit, what, notes):
+    if len(text) <= limit:
+        return text
+    notes.add("%s of %d characters shortened to %d" % (what, len(text), limit))
+    return text[:limit - 1].rstrip() + "…"
 
 
 class _Headers:
@@ -1455,8 +1469,9 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
         message_id=message_id,
         message_id_derived=derived,
         fingerprint=fingerprint,
-        subject=subject,
-        sender_name=sender_name,
+        # Shortened only now: a Message-ID derived from the subject stays the one older releases derived.
+        subject=_shortened(subject, SUBJECT_MAX, "subject", notes),
+        sender_name=_shortened(sender_name, NAME_MAX, "sender's name", notes),
         sender_address=sender_address,
         date=date,
         date_offset=date_offset,

@@ -1,4 +1,4 @@
-"""Large messages: read whole within a few times their size, exactly as smaller ones are read."""
+"""Large messages: read whole within a few times their size, exactly as smaller ones are read; oversized headers."""
 
 import base64
 import dataclasses
@@ -10,9 +10,16 @@ import textwrap
 from datetime import datetime, timezone
 
 import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
 
 import kittypyr.mail
+from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.mail import parse_message
+from kittypyr.msgid import message_id_hash
+from tests.mailbuilder import make_message
+from tests.test_app import make_app
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=timezone.utc)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,3 +150,35 @@ def test_a_large_message_is_cut_at_its_boundaries(monkeypatch):
     assert cut == ["multipart/mixed", "multipart/alternative"]
     assert parsed.body_text.startswith("Café olé")
     assert [a.filename for a in parsed.attachments] == ["a.png"]
+
+
+def _words(prefix, count):
+    return " ".join(f"{prefix}{n}" for n in range(count))
+
+
+def test_a_subject_or_name_of_a_megabyte_is_shortened_and_said_so():
+    raw = make_message(subject=_words("s", 100_000), sender=(_words("n", 50_000), "ann@example.org"))
+    parsed = parse_message(raw, now=NOW)
+    assert len(parsed.subject) == 512 and parsed.subject.startswith("s0 s1 s2 ") and parsed.subject.endswith("…")
+    assert len(parsed.sender_name) <= 255 and parsed.sender_name.endswith("…")
+    assert any("subject of" in note and "shortened to 512" in note for note in parsed.defects)
+    assert any("sender's name of" in note and "shortened to 255" in note for note in parsed.defects)
+    # The original keeps them whole.
+    assert _words("s", 100_000).encode() in parsed.raw.replace(b"\n ", b" ")
+
+
+def test_one_post_with_a_huge_subject_does_not_swell_every_list_page(tmp_path):
+    app = make_app(tmp_path)
+    address = "big@lists.example.org"
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], address)
+        archive_message(mailing_list, make_message(message_id="<huge@example.org>", subject=_words("s", 100_000),
+                                                   sender=(_words("n", 50_000), "ann@example.org")))
+        transaction.commit()
+    browser = TestApp(app)
+    for path in (f"/list/{address}/", f"/list/{address}/threads", f"/search?q=s1&mlist={address}",
+                 f"/list/{address}/message/{message_id_hash('huge@example.org')}/"):
+        page = browser.get(path).text
+        assert "s0 s1 s2" in page, path
+        assert "s600 " not in page and "n300 " not in page, path
+    assert "n0 n1 n2" in page

@@ -182,3 +182,22 @@ def test_one_post_with_a_huge_subject_does_not_swell_every_list_page(tmp_path):
         assert "s0 s1 s2" in page, path
         assert "s600 " not in page and "n300 " not in page, path
     assert "n0 n1 n2" in page
+
+
+def test_a_post_of_countless_parts_keeps_the_first_attachments_and_says_where_the_rest_are(tmp_path):
+    parts = b"".join(b"--B\nContent-Type: application/octet-stream; name=p%d.bin\n\nx\n" % n for n in range(3000))
+    raw = (b"From: Ann <ann@example.org>\nSubject: parts\nDate: Mon, 1 Jan 2024 00:00:00 +0000\n"
+           b"Message-ID: <parts@example.org>\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=B\n\n"
+           + parts + b"--B--\n")
+    app = make_app(tmp_path)
+    address = "parts@lists.example.org"
+    with prepare(registry=app.registry) as env:
+        stored = archive_message(ensure_mailing_list(env["root"], address), raw)
+        assert [a.filename for a in stored.attachments][:2] == ["p0.bin", "p1.bin"]
+        assert len(stored.attachments) == kittypyr.mail.MAX_ATTACHMENTS
+        transaction.commit()
+    page = TestApp(app).get(f"/list/{address}/message/{message_id_hash('parts@example.org')}/").text
+    assert "p249.bin" in page and "p250.bin" not in page
+    assert "And\n    2,750 more attachments, kept in the" in page
+    original = TestApp(app).get(f"/list/{address}/message/{message_id_hash('parts@example.org')}/raw").body
+    assert b"name=p2999.bin" in original

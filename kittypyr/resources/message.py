@@ -125,6 +125,8 @@ class Message(Persistent):
     # The body text, packed (pack_text); None on a message stored by an
     # older release, which kept the text itself as ``body_text``.
     _body_packed = None
+    # Attachments beyond kittypyr.mail.MAX_ATTACHMENTS: in the original only.
+    attachments_left_out = 0
 
     def __init__(self, parsed, message_id, jar=None):
         """``jar``: the connection the message will be stored with, if known."""
@@ -148,6 +150,8 @@ class Message(Persistent):
         self._v_searchable_text = parsed.index_text
         self._v_prepared_text = getattr(parsed, "prepared_text", None)
         self.defects = tuple(parsed.defects)
+        if getattr(parsed, "attachments_left_out", 0):
+            self.attachments_left_out = parsed.attachments_left_out
         self.parent = None
         self.thread = None
         # A parser process sends the size and the compressed form only.

@@ -1391,7 +1391,9 @@ def _parse_structure(data, header_end, body_start, clean, notes):
         if len(data) - body_start >= LARGE_BODY_BYTES:
             msg = _header_message(data[:header_end]) if clean else \
                 email.parser.BytesParser(policy=compat32).parsebytes(data[:body_start], headersonly=True)
-            if msg.get_content_maintype() == "multipart" and _split_large(msg, data, body_start, len(data)):
+            # The stdlib parser ends a line at a lone CR too, which may start a delimiter line.
+            if msg.get_content_maintype() == "multipart" and not _LONE_CR.search(data, body_start) \
+                    and _split_large(msg, data, body_start, len(data)):
                 return msg
         if body_start < len(data):
             # The stdlib parser reads a body line by line only to join the

@@ -127,6 +127,8 @@ SHAPES = {
     "a multipart part without a boundary": _message(
         b"--b1\nContent-Type: multipart/related\n\nno boundary here\n--b1--\n"),
     "an empty part": _message(b"--b1\n--b1\nContent-Type: text/plain\n\nhello\n--b1--\n"),
+    "a lone CR before a delimiter": _message(
+        b"--b1\nContent-Type: text/plain\n\nfirst\r--b1\nContent-Type: application/zip; name=z.zip\n\nzip\n--b1--\n"),
 }
 
 

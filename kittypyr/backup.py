@@ -131,6 +131,12 @@ def restore(paths, folder, date=None):
         raise BackupRefused(f"there is no backup in {folder}")
     if paths.data_fs.exists():
         raise BackupRefused(f"{paths.data_fs} exists: move it away first (a restore never overwrites a storage)")
+    first = min((path.stem for path in repository.iterdir() if path.suffix in (".fs", ".fsz")), default=None)
+    # repozo compares names and dates as text: a day alone is before any backup made that day.
+    if date is not None and first is not None and date < first:
+        # repozo would say only "No files in repository before" the date.
+        raise BackupRefused(f"the first backup in {folder} was made at {first} (UTC, yyyy-mm-dd-hh-mm-ss): "
+                            f"give --date {first} or later")
     try:
         paths.data_fs.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

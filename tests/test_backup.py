@@ -155,3 +155,23 @@ def test_a_restore_date_that_is_no_date_is_refused(tmp_path, original, date):
     assert refused.returncode == 2
     assert "is no date: give a UTC time as yyyy-mm-dd[-hh[-mm[-ss]]]" in refused.stderr
     assert not (copy / "var" / "Data.fs").exists()
+
+
+def test_a_restore_date_before_the_first_backup_names_the_first(tmp_path, original):
+    folder, config = original
+    import_mail(folder, config, 0, 1)
+    kittypyr("backup", config, tmp_path / "backups", check=True)
+    first = min(path.stem for path in (tmp_path / "backups" / "filestorage").glob("*.fsz"))
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    # The day of the first backup is before it, as repozo reads dates.
+    for date in ("2001-01-01", first[:10]):
+        refused = kittypyr("restore", write_config(copy), tmp_path / "backups", "--date", date)
+        assert refused.returncode == 2
+        assert f"the first backup in {tmp_path / 'backups'} was made at {first} (UTC" in refused.stderr
+        assert f"give --date {first} or later" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert not (copy / "var" / "Data.fs").exists()
+    restored = kittypyr("restore", write_config(copy), tmp_path / "backups", "--date", first)
+    assert restored.returncode == 0, restored.stderr
+    assert (copy / "var" / "Data.fs").exists()

@@ -60,8 +60,30 @@ def _closing_storage(env):
         with env:
             yield env
     finally:
-        for database in getattr(env["registry"], "_zodb_databases", {}).values():  # pyramid_zodbconn's
-            database.close()
+        unsaved = _IndexNotSaved()
+        storage_log = logging.getLogger("ZODB.FileStorage")
+        storage_log.addFilter(unsaved)
+        try:
+            for database in getattr(env["registry"], "_zodb_databases", {}).values():  # pyramid_zodbconn's
+                database.close()
+        finally:
+            storage_log.removeFilter(unsaved)
+        if unsaved.error is not None:
+            print(f"kittypyr: the storage's index could not be saved ({unsaved.error}): the next start "
+                  "rebuilds it from Data.fs, which takes longer", file=sys.stderr)
+
+
+class _IndexNotSaved(logging.Filter):
+    """FileStorage's traceback when it cannot save its index as it closes (a full disk), kept as one line."""
+
+    error = None
+
+    def filter(self, record):
+        if record.getMessage().startswith("Error saving index") and record.exc_info:
+            error = record.exc_info[1]
+            self.error = getattr(error, "strerror", None) or error
+            return False
+        return True
 
 
 def config_problem(config):

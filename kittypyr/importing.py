@@ -13,6 +13,7 @@ the import.
 
 import collections
 import contextlib
+import errno
 import gc
 import logging
 import multiprocessing
@@ -284,6 +285,15 @@ def _ctrl_c_ignored():
 _CHUNK, _DONE = "chunk", "done"
 
 
+class StorageFailed(RuntimeError):
+    """The storage could not be written (a full disk, say): no message after could be stored either."""
+
+    def __init__(self, error, unstored):
+        where = f": {error.filename}" if error.filename else ""
+        super().__init__(f"the storage could not be written ({error.strerror or error}{where})")
+        self.unstored = unstored
+
+
 class ParserDied(RuntimeError):
     """A parser process ended before it sent all it read (killed by the system when out of memory, say)."""
 
@@ -414,6 +424,9 @@ class Importer:
                     observer.finish(self.archive, mailing_list)
                 self.tm.commit()
                 return
+            except OSError as error:
+                self.tm.abort()
+                raise StorageFailed(error, 0) from None
             except ConflictError:
                 self.tm.abort()
                 if attempt == self.conflict_attempts - 1:
@@ -436,6 +449,10 @@ class Importer:
                     continue  # a message broke and is now in ``broken``: replay the rest
                 self.tm.commit()
                 break
+            except OSError as error:
+                # Raised by the storage, not by a message (see _store).
+                self.tm.abort()
+                raise StorageFailed(error, len(batch) - len(broken)) from None
             except ConflictError:
                 self.tm.abort()
                 attempts += 1
@@ -479,6 +496,11 @@ class Importer:
             except ConflictError:
                 raise
             except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno != errno.EFBIG:
+                    # The storage's trouble (a full disk, a lost mount), not the
+                    # message's, unless it is one file too large: every message
+                    # after it would fail alike.
+                    raise
                 log.exception("storing %s message %s", parsed.source, parsed.position)
                 broken[index] = f"could not be stored: {exc!r}"
                 self.tm.abort()
@@ -523,11 +545,20 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
     try:
         importer = Importer(archive, list_address, transaction_manager, report,
                             batch_size=batch_size, progress=bar, observers=observers)
+        parsed = parse_all(paths, report, workers)
         try:
-            importer.run(parse_all(paths, report, workers))
+            importer.run(parsed)
         except ParserDied as exc:
             report.errors.append(f"{exc}: the import stopped there; every message read before is in"
                                  " the summary, and running the import again finishes it")
+            return report
+        except StorageFailed as exc:
+            parsed.close()  # the parser processes end now
+            unstored = (f"the last {exc.unstored} messages read were not stored, nor any after them"
+                        if exc.unstored else "nothing after was stored")
+            report.errors.append(f"{exc}: the import stopped there; {unstored}. Every message the summary"
+                                 " counts as archived is stored: mend the storage (free space on its disk)"
+                                 " and run the import again, which skips what is stored and finishes")
             return report
         for observer in observers:
             report.notes.extend(observer.summary())

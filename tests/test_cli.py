@@ -586,3 +586,34 @@ def test_an_mbox_whose_lines_end_in_a_carriage_return_alone_is_read(tmp_path, co
     assert result.returncode == 0, result.stdout + result.stderr
     assert "read 5, archived 5, duplicates 0, skipped 0, failed 0" in result.stdout
     assert info(config, LIST)["threads"] == 1
+
+
+def test_a_storage_that_cannot_grow_stops_the_import_with_a_summary_and_a_second_run_finishes(tmp_path, config):
+    # A disk that fills as the storage grows. A limit on the size of a file
+    # stands in for it: writing past it fails as writing to a full disk does.
+    import re
+    import resource
+
+    count = 1200
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(count)))
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (600_000, 600_000))
+
+    stopped = kittypyr("import", config, LIST, mbox, "--batch-size", "100", "--workers", "1",
+                       preexec_fn=small_files)
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    assert "Traceback" not in stopped.stderr, stopped.stderr
+    assert "error: the storage could not be written (File too large" in stopped.stdout
+    assert "the import stopped there; the last 100 messages read were not stored" in stopped.stdout
+    read, archived, duplicates, skipped, failed = map(int, re.search(
+        r"read (\d+), archived (\d+), duplicates (\d+), skipped (\d+), failed (\d+)", stopped.stdout).groups())
+    assert 0 < archived < count and failed == 0 and read == archived + 100
+    assert info(config, LIST)["messages"] == archived
+
+    again = kittypyr("import", config, LIST, mbox)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"archived {count - archived}, duplicates {archived}, skipped 0, failed 0" in again.stdout
+    assert info(config, LIST)["messages"] == count
+    assert "everything agrees" in kittypyr("check", config, check=True).stdout

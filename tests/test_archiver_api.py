@@ -1,5 +1,7 @@
 """The archiver API as Mailman's plugin uses it (the real plugin: tests/test_mailman.py)."""
 
+import logging
+
 import pytest
 import transaction
 from pyramid.scripting import prepare
@@ -235,6 +237,27 @@ def test_storage_trouble_answers_an_error_so_mailman_keeps_the_mail(tmp_path):
     response = post(TestApp(app), make_message(message_id="<down@example.org>"), status="*")
     assert response.status_int == 503
     assert response.headers["Retry-After"] and "send it again" in response.json["error"]
+
+
+def test_a_full_disk_answers_503_and_logs_one_line_a_try(app, monkeypatch, caplog):
+    import errno
+
+    import kittypyr.resources.message
+    from tests.mailbuilder import attachment, multipart, text_part
+
+    def full_disk(data, jar):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(kittypyr.resources.message, "_blob_with", full_disk)
+    raw = make_message(message_id="<full@example.org>",
+                       body=multipart("mixed", text_part("see attached\n"), attachment(b"data", filename="a.bin")))
+    with caplog.at_level(logging.ERROR, logger="kittypyr.views.mailman_api"):
+        response = post(TestApp(app), raw, status="*")
+    assert response.status_int == 503 and "send it again" in response.json["error"]
+    [record] = [r for r in caplog.records if r.name == "kittypyr.views.mailman_api"]
+    assert record.getMessage() == ("archiver API failed, Mailman will retry: the storage could not be written "
+                                   "(No space left on device)")
+    assert record.exc_info is None
 
 
 def test_mailman_unreachable_still_archives_and_the_new_list_stays_closed(tmp_path):

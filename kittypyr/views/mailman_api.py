@@ -125,7 +125,13 @@ def urls(context, request):
 
 
 def _storage_trouble(exc, request):
-    log.error("archiver API failed, Mailman will retry: %r", exc, exc_info=exc)
+    if isinstance(exc, OSError) and exc.errno is not None:
+        # The disk's (full, gone read-only): one line a try, as Mailman tries again and again.
+        where = f": {exc.filename}" if exc.filename else ""
+        log.error("archiver API failed, Mailman will retry: the storage could not be written (%s%s)",
+                  exc.strerror, where)
+    else:
+        log.error("archiver API failed, Mailman will retry: %r", exc, exc_info=exc)
     request.response.status = 503
     request.response.headers["Retry-After"] = str(STORAGE_RETRY_AFTER)
     return {"error": "the archive cannot store mail right now; send it again later"}

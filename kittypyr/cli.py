@@ -7,6 +7,7 @@ Each command loads the application from CONFIG (an .ini file, as for
 import argparse
 import configparser
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -417,6 +418,11 @@ def _print_file_names_as_they_are():
         reconfigure(errors="surrogateescape")
 
 
+# Writing failed for want of room: a full disk, a quota, a file-size limit,
+# a disk remounted read-only.
+_STORAGE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     _print_file_names_as_they_are()
@@ -438,6 +444,14 @@ def main(argv=None):
               "stop it first, or serve from ZEO so that several processes share it (README: Storage)",
               file=sys.stderr)
         return 2
+    except OSError as error:
+        if error.errno not in _STORAGE_FULL:
+            raise
+        where = f": {error.filename}" if error.filename else ""
+        print(f"kittypyr {args.command}: the storage could not be written ({error.strerror}{where}): what the "
+              "command had committed is kept; free space on that disk and run the same command again",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         # Ctrl-C: every command commits as it goes, and what it left
         # uncommitted is dropped with the storage's transaction.

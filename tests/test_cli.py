@@ -617,3 +617,24 @@ def test_a_storage_that_cannot_grow_stops_the_import_with_a_summary_and_a_second
     assert f"archived {count - archived}, duplicates {archived}, skipped 0, failed 0" in again.stdout
     assert info(config, LIST)["messages"] == count
     assert "everything agrees" in kittypyr("check", config, check=True).stdout
+
+
+def test_any_command_that_finds_no_room_to_write_says_so_in_one_line(tmp_path, config):
+    import resource
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(200)))
+    kittypyr("import", config, LIST, mbox, check=True)
+    size = (tmp_path / "var" / "Data.fs").stat().st_size
+
+    def no_room():
+        # As a full disk would: the storage cannot grow past a few kilobytes more.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 20_000, size + 20_000))
+
+    result = kittypyr("reindex", config, preexec_fn=no_room)
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("kittypyr reindex: the storage could not be written (File too large): what "
+                                     "the command had committed is kept; free space on that disk and run the "
+                                     "same command again")
+    assert kittypyr("reindex", config).returncode == 0
+    assert info(config, LIST)["messages"] == 200

@@ -36,6 +36,7 @@ PARTS = (
     "kittypyr.pipermail",
     "kittypyr.feeds",
     "kittypyr.htmlview",
+    "kittypyr.packing",
     "kittypyr.views",
 )
 

@@ -21,13 +21,13 @@ from pyramid.paster import bootstrap, get_appsettings, setup_logging
 from pyramid_zodbconn import get_connection
 from repoze.catalog.query import Eq
 from zc.lockfile import LockError
-from ZODB.FileStorage import FileStorage
 from ZODB.POSException import ConflictError
 
 from kittypyr import StorageInUse, upkeep
 from kittypyr.hyperkitty import command as hyperkitty_command
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
+from kittypyr.packing import pack_storage
 from kittypyr.people import rebuild_people
 from kittypyr.stats import rebuild_activity
 from kittypyr.votes import rebuild_totals
@@ -245,27 +245,6 @@ def command_sync(args):
     return 0
 
 
-def pack_storage(db, days=0):
-    """Pack ``db``, keeping ``days`` of history; return its size before and after.
-
-    A FileStorage would keep the file it packed away (``Data.fs.old``) and
-    the removed blobs (``blobs.old``): deleted mail would live on there, so
-    neither is kept. A ZEO server packs as its own configuration says
-    (``pack-keep-old false`` belongs in it).
-    """
-    storage = db.storage
-    if isinstance(storage, FileStorage):
-        storage.pack_keep_old = False
-    before = db.getSize()
-    db.pack(days=days)
-    # zodburi puts a FileStorage with blobs inside a BlobStorage, which
-    # removes unused blobs itself but leaves the packed-away file behind.
-    packed_away = f"{storage.getName()}.old"
-    if getattr(storage, "pack_keep_old", False) and os.path.isfile(packed_away):
-        os.remove(packed_away)
-    return before, db.getSize()
-
-
 def command_pack(args):
     try:
         with _environment(args.config) as env:
@@ -275,8 +254,8 @@ def command_pack(args):
             before, after = pack_storage(db, args.days)
         db.close()
     except LockError:
-        print("the storage is in use by another process: stop the web server first "
-              "(or serve from ZEO, which packs while serving)", file=sys.stderr)
+        print("the storage is in use by another process: stop the web server first, or pack from its "
+              "administration page (/admin/, Pack now), which packs while it serves", file=sys.stderr)
         return 2
     print(f"packed: {before:,} bytes before, {after:,} bytes after")
     return 0

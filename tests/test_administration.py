@@ -157,6 +157,7 @@ def post_endpoints():
         (f"/list/{DEV}/thread/{h(10)}/reattach", {"target": h(2)}),
         (f"/list/{DEV}/admin/delete-sender", {"address": BOB[1]}),
         ("/admin/delete-sender", {"address": BOB[1]}),
+        ("/admin/pack", {}),
     ]
 
 
@@ -197,6 +198,62 @@ def test_list_administrators_are_refused_the_site_pages_and_other_lists(site, ma
     app.post("/admin/delete-sender", {"address": BOB[1], "csrf_token": token}, status=403)
     app.post(f"{message_url(30, USERS)}delete", {"csrf_token": token}, status=403)
     assert app.get(message_url(30, USERS)).status_int == 200
+
+
+def test_a_site_administrator_packs_the_storage_while_it_serves(site, mailman, tmp_path):
+    import time
+
+    app = browser(site, ADMIN)
+    token = csrf_token(app)
+    app.post(f"{message_url(1)}delete", {"reason": "a leaked password", "csrf_token": token}, status=303)
+    # Deleted, but still in the storage's files, as their history.
+    assert _files_holding(tmp_path, SECRET.encode()) and _files_holding(tmp_path / "blobs", b"secret,figures")
+
+    started = app.post("/admin/pack", {"csrf_token": token}, status=303).follow()
+    assert "Packing the storage" in started.html.select_one(".flash").text
+    deadline = time.monotonic() + 60
+    while "Last packed here" not in (page := app.get("/admin/")).text and time.monotonic() < deadline:
+        assert TestApp(site).get(f"/list/{DEV}/").status_int == 200  # readers are served meanwhile
+        time.sleep(0.1)
+    section = page.html.select_one("section.pack").text
+    assert "Last packed here" in section and "bytes before" in section and "failed" not in section
+    assert _files_holding(tmp_path, SECRET.encode()) == []
+    assert _files_holding(tmp_path, b"secret,figures") == []
+    assert "Packed the storage" in app.get("/admin/log").text
+    # The rest of the archive is as it was.
+    assert overview_counts(TestApp(site)) == ["7 messages", "3 threads"]
+    assert TestApp(site).get(message_url(2)).status_int == 200
+
+
+def test_the_pack_button_works_on_zeo_and_relstorage(shared_storage, mailman, tmp_path):
+    import time
+
+    from kittypyr import main
+
+    app = main({}, **{"zodbconn.uri": shared_storage.uri(tmp_path / "client"), "kittypyr.admins": ADMIN,
+                      "kittypyr.base_url": "http://localhost/"})
+    try:
+        with prepare(registry=app.registry) as env:
+            for raw in DEV_MAIL:
+                archive_message(ensure_mailing_list(env["root"], DEV), raw)
+            transaction.commit()
+        admin = browser(app, ADMIN)
+        token = csrf_token(admin)
+        admin.post(f"{message_url(1)}delete", {"reason": "a leaked password", "csrf_token": token}, status=303)
+        admin.post("/admin/pack", {"csrf_token": token}, status=303)
+        deadline = time.monotonic() + 120
+        while "Last pack" not in (page := admin.get("/admin/")).text and time.monotonic() < deadline:
+            time.sleep(0.2)
+        section = page.html.select_one("section.pack").text
+        assert "Last packed here" in section and "failed" not in section, section
+        assert TestApp(app).get(message_url(2)).status_int == 200
+        TestApp(app).get(message_url(1), status=410)
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def _files_holding(folder, needle):
+    return [path for path in folder.rglob("*") if path.is_file() and needle in path.read_bytes()]
 
 
 def test_a_post_without_the_form_token_is_refused(site, mailman):

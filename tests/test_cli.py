@@ -218,7 +218,7 @@ def test_pack_removes_deleted_mail_from_the_storage_files(tmp_path, config):
 def test_pack_leaves_no_old_copy_of_a_filestorage_with_its_own_blobs(zodb, tmp_path):
     from ZODB.blob import Blob
 
-    from kittypyr.cli import pack_storage
+    from kittypyr.packing import pack_storage
 
     connection = zodb.open()
     root = connection.root()

@@ -9,8 +9,11 @@ administrators), or ``admin`` for what spans every list.
 from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.renderers import render_to_response
 from pyramid.view import view_config, view_defaults
+from pyramid_zodbconn import get_connection
 
 from kittypyr import moderation
+from kittypyr.packing import storage_packer
+from kittypyr.resources.admin import AuditEntry
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.admin import ListAdmin, SiteAdmin
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
@@ -317,7 +320,18 @@ class SiteAdministration:
     @view_config(request_method="GET", renderer="kittypyr.templates:admin.pt")
     def overview(self):
         lists = sorted(self.context.archive.lists.values(), key=lambda m: m.address)
-        return {"mailing_list": None, "log_size": len(self.context.archive.audit_log), "lists": lists}
+        return {"mailing_list": None, "log_size": len(self.context.archive.audit_log), "lists": lists,
+                "packing": _packing_state(storage_packer(self.request.registry))}
+
+    @view_config(name="pack", request_method="POST")
+    def pack(self):
+        user = self.request.user
+        if not storage_packer(self.request.registry).start(get_connection(self.request).db()):
+            return done(self.request, "The storage is being packed already.", self.request.resource_url(self.context))
+        self.context.archive.audit_log.add(AuditEntry(
+            "pack", user.address, user.name, (), "Packed the storage: its files keep no deleted mail"))
+        return done(self.request, "Packing the storage: the archive serves meanwhile. Reload this page to see "
+                    "when it is done.", self.request.resource_url(self.context))
 
     @view_config(name="log", request_method="GET", renderer="kittypyr.templates:admin_log.pt")
     def log(self):
@@ -334,6 +348,16 @@ class SiteAdministration:
     @view_config(name="delete-sender", request_method="POST")
     def delete_sender(self):
         return _delete_sender(self.request, self.context.archive, None, self.request.resource_url(self.context))
+
+
+def _packing_state(packer):
+    """What the administration page says of packing in this process."""
+    last = packer.last
+    return {
+        "since": format_date(packer.started) if packer.started is not None else None,
+        "last": last,
+        "last_when": format_date(last.finished) if last is not None else None,
+    }
 
 
 # --- what deleted things answer -------------------------------------------------

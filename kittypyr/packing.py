@@ -1,0 +1,105 @@
+"""Packing the storage: from the command line, or from the web server while it serves.
+
+A removal request is done only once the storage is packed: until then the
+deleted message's bytes stay in old revisions of the storage's files.
+``kittypyr pack`` needs the embedded storage to itself, so the web server
+must stop for it; a site administrator can pack from the administration
+page instead (``POST /admin/pack``), in a thread of the server's own
+process, which goes on serving meanwhile (a FileStorage, a ZEO server and
+RelStorage all pack while in use).
+"""
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ZODB.FileStorage import FileStorage
+
+log = logging.getLogger(__name__)
+
+
+def pack_storage(db, days=0):
+    """Pack ``db``, keeping ``days`` of history; return its size before and after.
+
+    A FileStorage would keep the file it packed away (``Data.fs.old``) and
+    the removed blobs (``blobs.old``): deleted mail would live on there, so
+    neither is kept. A ZEO server packs as its own configuration says
+    (``pack-keep-old false`` belongs in it).
+    """
+    storage = db.storage
+    if isinstance(storage, FileStorage):
+        storage.pack_keep_old = False
+    before = db.getSize()
+    db.pack(days=days)
+    # zodburi puts a FileStorage with blobs inside a BlobStorage, which
+    # removes unused blobs itself but leaves the packed-away file behind.
+    packed_away = f"{storage.getName()}.old"
+    if getattr(storage, "pack_keep_old", False) and os.path.isfile(packed_away):
+        os.remove(packed_away)
+    _empty_scratch_file(storage)
+    return before, db.getSize()
+
+
+def _empty_scratch_file(storage):
+    """Empty an open FileStorage's scratch file (``Data.fs.tmp``), also inside a BlobStorage.
+
+    Each commit writes its records there first, over the last one's: past
+    the end of a small commit lie the bytes of a larger one before it,
+    deleted mail among them, until the storage is closed. Emptied between
+    two commits (under the storage's commit lock), it holds none.
+    """
+    scratch = getattr(storage, "_tfile", None)
+    lock = getattr(storage, "_commit_lock", None)
+    if scratch is None or lock is None:
+        return
+    with lock:
+        scratch.seek(0)
+        scratch.truncate()
+
+
+@dataclass(frozen=True)
+class PackResult:
+    finished: datetime
+    before: int = 0
+    after: int = 0
+    error: str = ""
+
+
+class StoragePacker:
+    """Packs this process's database in a thread of its own, one pack at a time; keeps what the last one did."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.started = None  # when the pack running now began
+        self.last = None  # the last finished pack's PackResult
+
+    def start(self, db):
+        """Begin packing ``db``; False if a pack is running already."""
+        with self._lock:
+            if self.started is not None:
+                return False
+            self.started = datetime.now(timezone.utc)
+        threading.Thread(target=self._pack, args=(db,), name="kittypyr-pack", daemon=True).start()
+        return True
+
+    def _pack(self, db):
+        try:
+            before, after = pack_storage(db)
+            result = PackResult(datetime.now(timezone.utc), before, after)
+            log.info("storage packed: %d bytes before, %d after", before, after)
+        except Exception as exc:
+            # Answered on the administration page; the server goes on.
+            log.exception("packing the storage failed")
+            result = PackResult(datetime.now(timezone.utc), error=f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            self.last, self.started = result, None
+
+
+def storage_packer(registry):
+    return registry.kittypyr_storage_packer
+
+
+def includeme(config):
+    config.registry.kittypyr_storage_packer = StoragePacker()

@@ -326,8 +326,13 @@ class SiteAdministration:
     @view_config(name="pack", request_method="POST")
     def pack(self):
         user = self.request.user
-        if not storage_packer(self.request.registry).start(get_connection(self.request).db()):
-            return done(self.request, "The storage is being packed already.", self.request.resource_url(self.context))
+        # A retried request (a write conflict on the audit log) started its pack on its first attempt.
+        environ = self.request.environ
+        if not environ.get("kittypyr.pack_started"):
+            if not storage_packer(self.request.registry).start(get_connection(self.request).db()):
+                return done(self.request, "The storage is being packed already.",
+                            self.request.resource_url(self.context))
+            environ["kittypyr.pack_started"] = True
         self.context.archive.audit_log.add(AuditEntry(
             "pack", user.address, user.name, (), "Packed the storage: its files keep no deleted mail"))
         return done(self.request, "Packing the storage: the archive serves meanwhile. Reload this page to see "

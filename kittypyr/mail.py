@@ -672,7 +672,9 @@ def _choose_date(headers, envelope_date, now, notes):
 
 _NORMAL, _DISCARDED, _SKIPPED = 0, 1, 2
 _SAFE_CONTENT_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*\Z")
-_UNSAFE_FILENAME = re.compile(r"[\x00-\x1f\x7f]")
+# Control characters, and the marks that change the direction of text:
+# with them "invoice\u202egpj.exe" shows as "invoiceexe.jpg".
+_UNSAFE_FILENAME = re.compile(r"[\x00-\x1f\x7f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 

@@ -415,6 +415,18 @@ def test_rfc2047_filename_and_path_stripped():
     assert [a.filename for a in mail.attachments] == ["Übersicht.txt", "evil.exe"]
 
 
+def test_a_filename_cannot_turn_its_extension_around():
+    # U+202E (right-to-left override) shows "invoice\u202egpj.exe" as "invoiceexe.jpg".
+    body = multipart(
+        "mixed",
+        "text\n",
+        attachment(b"a", "application/octet-stream", "invoice\u202egpj.exe", rfc2231=True),
+        attachment(b"b", "application/octet-stream", "\u2066notes\u2069\u200f.txt", rfc2231=True),
+    )
+    mail = parse(make_message(body=body))
+    assert [a.filename for a in mail.attachments] == ["invoicegpj.exe", "notes.txt"]
+
+
 def test_rfc2231_continuations():
     part = Part(
         [

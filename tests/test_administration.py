@@ -219,7 +219,7 @@ def test_a_site_administrator_packs_the_storage_while_it_serves(site, mailman, t
     assert "Last packed here" in section and "bytes before" in section and "failed" not in section
     assert _files_holding(tmp_path, SECRET.encode()) == []
     assert _files_holding(tmp_path, b"secret,figures") == []
-    assert "Packed the storage" in app.get("/admin/log").text
+    assert "Asked for the storage to be packed" in app.get("/admin/log").text
     # The rest of the archive is as it was.
     assert overview_counts(TestApp(site)) == ["7 messages", "3 threads"]
     assert TestApp(site).get(message_url(2)).status_int == 200

@@ -13,9 +13,8 @@ from pyramid_zodbconn import get_connection
 
 from kittypyr import moderation
 from kittypyr.packing import storage_packer
-from kittypyr.resources.admin import AuditEntry
 from kittypyr.resources import Message, Thread
-from kittypyr.resources.admin import ListAdmin, SiteAdmin
+from kittypyr.resources.admin import AuditEntry, ListAdmin, SiteAdmin
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
 from kittypyr.views.presentation import Page, display_name, format_date, page_number, subject_line
 
@@ -334,7 +333,8 @@ class SiteAdministration:
                             self.request.resource_url(self.context))
             environ["kittypyr.pack_started"] = True
         self.context.archive.audit_log.add(AuditEntry(
-            "pack", user.address, user.name, (), "Packed the storage: its files keep no deleted mail"))
+            "pack", user.address, user.name, (), "Asked for the storage to be packed, so that its files keep no "
+            "deleted mail"))
         return done(self.request, "Packing the storage: the archive serves meanwhile. Reload this page to see "
                     "when it is done.", self.request.resource_url(self.context))
 

@@ -41,6 +41,12 @@ PARTS = (
 )
 
 
+# Whether applications made in this process serve pages: kittypyr's
+# commands set it False, as they open the application only for its storage
+# (a scheduled pack, for one, belongs to the servers).
+SERVING = True
+
+
 class StorageUnopened(SystemExit):
     """The embedded storage cannot be opened: the server exits saying why and what to do."""
 
@@ -84,6 +90,10 @@ def main(global_config, **settings):
         app = config.make_wsgi_app()
     _bootstrap_storage(app.registry)
     _close_storage_at_exit(app.registry)
+    if SERVING:
+        from kittypyr.packing import start_pack_schedule
+
+        start_pack_schedule(app.registry)
     if asbool(settings.get("kittypyr.warm_up", False)):
         from kittypyr.warmup import warm_up
 

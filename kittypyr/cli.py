@@ -23,11 +23,12 @@ from repoze.catalog.query import Eq
 from zc.lockfile import LockError
 from ZODB.POSException import ConflictError
 
+import kittypyr
 from kittypyr import StorageInUse, upkeep
 from kittypyr.hyperkitty import command as hyperkitty_command
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
-from kittypyr.packing import pack_storage
+from kittypyr.packing import note_packed, pack_storage
 from kittypyr.people import rebuild_people
 from kittypyr.stats import rebuild_activity
 from kittypyr.votes import rebuild_totals
@@ -249,6 +250,7 @@ def command_pack(args):
     try:
         with _environment(args.config) as env:
             # An upgrade made while opening is kept, not packed away.
+            note_packed(env["root"])
             transaction.manager.commit()
             db = get_connection(env["request"]).db()
             before, after = pack_storage(db, args.days)
@@ -403,6 +405,15 @@ _STORAGE_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def main(argv=None):
+    # The application a command opens serves no page (no scheduled pack, for one).
+    serving, kittypyr.SERVING = kittypyr.SERVING, False
+    try:
+        return _run(argv)
+    finally:
+        kittypyr.SERVING = serving
+
+
+def _run(argv):
     args = build_parser().parse_args(argv)
     _print_file_names_as_they_are()
     problem = config_problem(args.config)

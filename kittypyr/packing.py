@@ -13,9 +13,13 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
+import transaction
 from ZODB.FileStorage import FileStorage
+from ZODB.POSException import ConflictError
+
+from kittypyr.bootstrap import ROOT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +103,93 @@ class StoragePacker:
 
 def storage_packer(registry):
     return registry.kittypyr_storage_packer
+
+
+def note_packed(archive, when=None):
+    """Record on ``archive`` that a pack was started now: the schedule counts from it."""
+    archive.packed_at = when or datetime.now(timezone.utc)
+
+
+# How often a server looks whether a scheduled pack is due, at most.
+SCHEDULE_LOOK_SECONDS = 3600
+
+
+class PackSchedule:
+    """Packs the storage every ``every`` (a timedelta), from one of the processes that serve it.
+
+    Each serving process looks now and then; the first to find the last
+    pack (``Archive.packed_at``, which every pack sets) older than
+    ``every`` claims the next one by committing the time, and packs. The
+    others' claims conflict with it, and they find it done when they look
+    again.
+    """
+
+    def __init__(self, db, packer, every):
+        self.db = db
+        self.packer = packer
+        self.every = every
+        self.stopped = threading.Event()
+
+    def start(self):
+        look = min(self.every.total_seconds() / 10, SCHEDULE_LOOK_SECONDS)
+        threading.Thread(target=self._run, args=(look,), name="kittypyr-pack-schedule", daemon=True).start()
+
+    def stop(self):
+        self.stopped.set()
+
+    def _run(self, look):
+        while not self.stopped.wait(look):
+            if _closed(self.db):
+                return  # the application's end
+            try:
+                if self.claim():
+                    self.packer.start(self.db)
+            except Exception as exc:
+                # A storage away for a while: the next look tries again.
+                log.warning("could not look whether a scheduled pack is due: %r", exc)
+
+    def claim(self, now=None):
+        """Whether a pack is due and this process is the one to do it."""
+        now = now or datetime.now(timezone.utc)
+        manager = transaction.TransactionManager()
+        connection = self.db.open(transaction_manager=manager)
+        try:
+            archive = connection.root().get(ROOT_KEY)
+            if archive is None:
+                return False
+            packed_at = archive.packed_at
+            if packed_at is None:
+                # Counted from the first look: a new site packs a period after it started.
+                note_packed(archive, now)
+                manager.commit()
+                return False
+            if now - packed_at < self.every:
+                manager.abort()
+                return False
+            note_packed(archive, now)
+            manager.commit()
+            return True
+        except ConflictError:
+            manager.abort()
+            return False
+        finally:
+            connection.close()
+
+
+def _closed(db):
+    # ZODB's DB lets go of its storage's adapter when it is closed.
+    return not hasattr(db, "_mvcc_storage")
+
+
+def start_pack_schedule(registry):
+    """Start packing on the schedule ``kittypyr.pack_every_days`` sets (0 or unset: never), in a serving process."""
+    days = float(registry.settings.get("kittypyr.pack_every_days") or 0)
+    databases = getattr(registry, "_zodb_databases", {})
+    if days <= 0 or "" not in databases:
+        return None
+    schedule = PackSchedule(databases[""], storage_packer(registry), timedelta(days=days))
+    schedule.start()
+    return schedule
 
 
 def includeme(config):

@@ -654,3 +654,48 @@ def test_a_private_list_keeps_its_deleted_messages_as_closed_as_the_rest(site, m
             assert "deleted" not in app.get(url, status=403).text
     member = browser(site, MEMBER)
     assert member.get(message_url(1), status=410).html.select_one("a.thread")["href"].endswith(THREAD)
+
+
+def test_a_server_packs_by_itself_on_its_schedule(tmp_path):
+    import time
+
+    from kittypyr import main, moderation
+    from kittypyr.security import User
+
+    (tmp_path / "blobs").mkdir()
+    # A period of under two seconds: looked at every fifth of a second.
+    app = main({}, **{"zodbconn.uri": f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs",
+                      "kittypyr.base_url": "http://localhost/", "kittypyr.pack_every_days": "0.00002"})
+    try:
+        with prepare(registry=app.registry) as env:
+            dev = ensure_mailing_list(env["root"], DEV)
+            for raw in DEV_MAIL:
+                archive_message(dev, raw)
+            transaction.commit()
+            moderation.delete_messages(dev, [h(1)], User(ADMIN, "Ada Admin"), "a leaked password")
+            transaction.commit()
+        deadline = time.monotonic() + 60
+        while _files_holding(tmp_path, SECRET.encode()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _files_holding(tmp_path, SECRET.encode()) == []
+        assert _files_holding(tmp_path, b"secret,figures") == []
+        with prepare(registry=app.registry) as env:
+            assert datetime.now(timezone.utc) - env["root"].packed_at < timedelta(seconds=30)
+        assert TestApp(app).get(message_url(2)).status_int == 200
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_one_process_of_many_claims_each_scheduled_pack(archive):
+    from kittypyr.packing import PackSchedule, StoragePacker
+
+    db = archive._p_jar.db()
+    week = timedelta(days=7)
+    first, second = (PackSchedule(db, StoragePacker(), week) for _ in range(2))
+    start = datetime(2026, 1, 5, tzinfo=timezone.utc)
+    # The first look sets the clock going: a new site packs a week after it started.
+    assert not first.claim(now=start)
+    assert not second.claim(now=start + timedelta(days=6))
+    assert first.claim(now=start + timedelta(days=7, minutes=1))
+    assert not second.claim(now=start + timedelta(days=7, minutes=2))
+    assert second.claim(now=start + timedelta(days=14, minutes=2))

@@ -61,6 +61,8 @@ class Archive(Persistent):
     # shared by every process of the archive. None in an archive made before
     # it was kept, until its upgrade (bootstrap.add_archive_secret).
     secret = None
+    # When the last pack began (kittypyr.packing): None before the first.
+    packed_at = None
 
     __acl__ = [
         (Allow, "site-admin", ALL_PERMISSIONS),

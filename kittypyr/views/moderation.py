@@ -12,7 +12,7 @@ from pyramid.view import view_config, view_defaults
 from pyramid_zodbconn import get_connection
 
 from kittypyr import moderation
-from kittypyr.packing import storage_packer
+from kittypyr.packing import note_packed, storage_packer
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.admin import AuditEntry, ListAdmin, SiteAdmin
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
@@ -332,6 +332,7 @@ class SiteAdministration:
                 return done(self.request, "The storage is being packed already.",
                             self.request.resource_url(self.context))
             environ["kittypyr.pack_started"] = True
+        note_packed(self.context.archive)
         self.context.archive.audit_log.add(AuditEntry(
             "pack", user.address, user.name, (), "Asked for the storage to be packed, so that its files keep no "
             "deleted mail"))

@@ -123,3 +123,32 @@ def test_sanitized_html_view_keeps_no_data_link_but_keeps_inline_images(browser)
     assert content.select("a[href]") == []
     assert "alert" not in page.text
     assert [img["src"] for img in content.select("img")] == [PIXEL]
+
+
+HOSTILE_HTML_CHILD = """
+import resource, sys
+from kittypyr.mail import parse_message
+
+# Minutes of work for the standard library's tokenizer alone, which rescans
+# to the end for each tag or comment left open: twenty seconds are plenty.
+resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
+html = {"tags": b"<a " * 150_000, "attributes": b'<a b="' * 100_000, "comments": b"<!--" * 200_000}[sys.argv[1]]
+raw = (b"From: Ann <ann@example.org>\\nSubject: hostile\\nMessage-ID: <hostile@example.org>\\n"
+       b"Date: Mon, 1 Jan 2024 00:00:00 +0000\\nMIME-Version: 1.0\\nContent-Type: text/html; charset=utf-8\\n\\n"
+       b"<p>Before the flood.</p>" + html)
+print(repr(parse_message(raw).body_text))
+"""
+
+
+@pytest.mark.parametrize("flood", ["tags", "attributes", "comments"])
+def test_html_full_of_open_tags_or_comments_is_read_in_one_pass(flood):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    outcome = subprocess.run([sys.executable, "-c", HOSTILE_HTML_CHILD, flood], capture_output=True, text=True,
+                             cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=300)
+    assert outcome.returncode == 0, outcome.stderr[-500:]
+    # What a browser shows: the paragraph; the open tag or comment hides the rest.
+    assert outcome.stdout.strip() == repr("Before the flood.")

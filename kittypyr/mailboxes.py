@@ -412,6 +412,17 @@ def _open(path, compression):
     return open(path, "rb", buffering=0)
 
 
+# What reading a damaged compressed file raises, beside OSError.
+DECOMPRESSION_ERRORS = (EOFError, _CorruptData)
+
+
+def open_content(path):
+    """``path`` opened to read its content (``read(size)``), decompressed if it is gzip, bzip2 or xz."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    return _open(path, _compression_of(head))
+
+
 def _sample(path):
     """Return (start of the content, its compression: None or ``(name, new decompressor)``).
 

@@ -6,27 +6,14 @@ only when a bar is shown on a terminal. The count is an estimate: a
 doubtful envelope line may be judged otherwise by the import.
 """
 
-import bz2
-import gzip
-import lzma
 import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
+from kittypyr.mailboxes import DECOMPRESSION_ERRORS, open_content
+
 _READ = 1 << 20
-
-
-def _open(path):
-    with open(path, "rb") as probe:
-        head = probe.read(6)
-    if head.startswith(b"\x1f\x8b"):
-        return gzip.open(path, "rb")
-    if head.startswith(b"BZh"):
-        return bz2.open(path, "rb")
-    if head.startswith(b"\xfd7zXZ\x00"):
-        return lzma.open(path, "rb")
-    return open(path, "rb")
 
 
 def _count_envelopes(path):
@@ -34,7 +21,7 @@ def _count_envelopes(path):
     count = 0
     previous_blank = True
     tail = b""
-    with _open(path) as stream:
+    with open_content(path) as stream:
         while True:
             chunk = stream.read(_READ)
             if not chunk:
@@ -64,7 +51,7 @@ def estimate_messages(paths):
                 total += _count_maildir(path)
             elif path.is_file():  # a pipe read here would be lost to the import
                 total += max(_count_envelopes(path), 1)
-        except (OSError, EOFError, gzip.BadGzipFile, lzma.LZMAError):
+        except (OSError, *DECOMPRESSION_ERRORS):
             continue
     return total
 

@@ -47,6 +47,12 @@ PARTS = (
 SERVING = True
 
 
+def storage_unwritable(error):
+    """How kittypyr says that writing to the storage failed with ``error`` (an OSError)."""
+    where = f": {error.filename}" if error.filename else ""
+    return f"the storage could not be written ({error.strerror or error}{where})"
+
+
 class StorageUnopened(SystemExit):
     """The embedded storage cannot be opened: the server exits saying why and what to do."""
 

@@ -24,7 +24,7 @@ from zc.lockfile import LockError
 from ZODB.POSException import ConflictError
 
 import kittypyr
-from kittypyr import StorageInUse, upkeep
+from kittypyr import StorageInUse, storage_unwritable, upkeep
 from kittypyr.hyperkitty import command as hyperkitty_command
 from kittypyr.catalog import reindex_archive, search
 from kittypyr.importing import DEFAULT_BATCH
@@ -437,10 +437,8 @@ def _run(argv):
     except OSError as error:
         if error.errno not in _STORAGE_FULL:
             raise
-        where = f": {error.filename}" if error.filename else ""
-        print(f"kittypyr {args.command}: the storage could not be written ({error.strerror}{where}): what the "
-              "command had committed is kept; free space on that disk and run the same command again",
-              file=sys.stderr)
+        print(f"kittypyr {args.command}: {storage_unwritable(error)}: what the command had committed is kept; "
+              "free space on that disk and run the same command again", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         # Ctrl-C: every command commits as it goes, and what it left

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from ZODB.POSException import ConflictError
 
+from kittypyr import storage_unwritable
 from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
 from kittypyr.fulltext import prepare_zoned
 from kittypyr.mail import UnparseableMessage, parse_message
@@ -289,8 +290,7 @@ class StorageFailed(RuntimeError):
     """The storage could not be written (a full disk, say): no message after could be stored either."""
 
     def __init__(self, error, unstored):
-        where = f": {error.filename}" if error.filename else ""
-        super().__init__(f"the storage could not be written ({error.strerror or error}{where})")
+        super().__init__(storage_unwritable(error))
         self.unstored = unstored
 
 

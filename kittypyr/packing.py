@@ -12,6 +12,7 @@ RelStorage all pack while in use).
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -128,17 +129,14 @@ class PackSchedule:
         self.db = db
         self.packer = packer
         self.every = every
-        self.stopped = threading.Event()
 
     def start(self):
         look = min(self.every.total_seconds() / 10, SCHEDULE_LOOK_SECONDS)
         threading.Thread(target=self._run, args=(look,), name="kittypyr-pack-schedule", daemon=True).start()
 
-    def stop(self):
-        self.stopped.set()
-
     def _run(self, look):
-        while not self.stopped.wait(look):
+        while True:
+            time.sleep(look)
             if _closed(self.db):
                 return  # the application's end
             try:
@@ -158,21 +156,16 @@ class PackSchedule:
             if archive is None:
                 return False
             packed_at = archive.packed_at
-            if packed_at is None:
-                # Counted from the first look: a new site packs a period after it started.
+            due = packed_at is not None and now - packed_at >= self.every
+            # The first look sets the clock going: a new site packs a period after it started.
+            if packed_at is None or due:
                 note_packed(archive, now)
                 manager.commit()
-                return False
-            if now - packed_at < self.every:
-                manager.abort()
-                return False
-            note_packed(archive, now)
-            manager.commit()
-            return True
-        except ConflictError:
-            manager.abort()
+            return due
+        except ConflictError:  # another process claimed it first
             return False
         finally:
+            manager.abort()
             connection.close()
 
 

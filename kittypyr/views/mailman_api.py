@@ -6,6 +6,7 @@ import re
 from pyramid.httpexceptions import HTTPBadRequest, HTTPForbidden, HTTPUnauthorized
 from pyramid.view import view_config
 
+from kittypyr import storage_unwritable
 from kittypyr.addresses import normalize_list_address
 from kittypyr.archived_check import note_stored
 from kittypyr.archiving import store_parsed
@@ -127,9 +128,7 @@ def urls(context, request):
 def _storage_trouble(exc, request):
     if isinstance(exc, OSError) and exc.errno is not None:
         # The disk's (full, gone read-only): one line a try, as Mailman tries again and again.
-        where = f": {exc.filename}" if exc.filename else ""
-        log.error("archiver API failed, Mailman will retry: the storage could not be written (%s%s)",
-                  exc.strerror, where)
+        log.error("archiver API failed, Mailman will retry: %s", storage_unwritable(exc))
     else:
         log.error("archiver API failed, Mailman will retry: %r", exc, exc_info=exc)
     request.response.status = 503

@@ -1314,7 +1314,6 @@ LARGE_BODY_BYTES = 4 * 2**20
 # Multiparts nested deeper than this in a large message go to the stdlib parser.
 _SPLIT_DEPTH = 8
 _PART_HEADER_END = re.compile(rb"\r?\n\r?\n")
-_LINE_END_BEFORE = re.compile(rb"\r?\n\Z")
 
 
 def _split_large(msg, data, start, end, depth=0):
@@ -1342,8 +1341,7 @@ def _split_large(msg, data, start, end, depth=0):
     closed = None
     for match in delimiter.finditer(data, start, end):
         if part_start is None:
-            msg.preamble = _without_last_line_end(data[start:match.start()]).decode("ascii", "surrogateescape") \
-                if match.start() > start else None
+            msg.preamble = _text(data, start, match.start()) if match.start() > start else None
         else:
             part = _split_part(data, part_start, match.start(), depth)
             if part is None:
@@ -1361,9 +1359,12 @@ def _split_large(msg, data, start, end, depth=0):
     return True
 
 
-def _without_last_line_end(data):
-    found = _LINE_END_BEFORE.search(data)
-    return data[:found.start()] if found else data
+def _text(data, start, end):
+    """``data[start:end]`` as the parser's text, without its last line end, which belongs to the delimiter after it."""
+    if data.endswith(b"\n", start, end):
+        end -= 2 if data.endswith(b"\r\n", start, end) else 1
+    # Through a view: the bytes are copied once, into the text.
+    return str(memoryview(data)[start:end], "ascii", "surrogateescape")
 
 
 def _split_part(data, start, end, depth):
@@ -1381,10 +1382,7 @@ def _split_part(data, start, end, depth):
     if part.get_content_maintype() == "multipart":
         part.set_payload(None)
         return part if _split_large(part, data, body_start, end, depth + 1) else None
-    if data.endswith(b"\n", body_start, end):
-        end -= 2 if data.endswith(b"\r\n", body_start, end) else 1
-    # Through a view: the body is copied once, into the payload.
-    part.set_payload(str(memoryview(data)[body_start:end], "ascii", "surrogateescape"))
+    part.set_payload(_text(data, body_start, end))
     return part
 
 

@@ -386,16 +386,20 @@ class _Decompressing:
         return b"".join(parts)
 
     def _decompress(self, decompressor, most):
-        try:
-            if hasattr(decompressor, "needs_input"):
-                # bzip2 and xz can make gigabytes of a few kilobytes: no
-                # more than was asked for at a time; they keep the rest of
-                # their input.
-                return decompressor.decompress(self._pending, most)
-            # gzip makes at most about a thousand times its input.
-            return decompressor.decompress(self._pending)
-        except (zlib.error, OSError, lzma.LZMAError) as exc:  # bz2 says OSError
-            raise _CorruptData(str(exc) or type(exc).__name__) from exc
+        # bzip2 and xz can make gigabytes of a few kilobytes: no more than
+        # was asked for at a time; they keep the rest of their input. gzip
+        # makes at most about a thousand times its input.
+        return _decompressed(decompressor, self._pending, most)
+
+
+def _decompressed(decompressor, data, most=-1):
+    """What ``decompressor`` makes of ``data`` (at most ``most`` bytes of it for bzip2 and xz); _CorruptData if nothing."""
+    try:
+        if hasattr(decompressor, "needs_input"):
+            return decompressor.decompress(data, most)
+        return decompressor.decompress(data)
+    except (zlib.error, OSError, lzma.LZMAError) as exc:  # bz2 says OSError
+        raise _CorruptData(str(exc) or type(exc).__name__) from exc
 
 
 def _compression_of(head):
@@ -960,10 +964,7 @@ def _uncompressed(data):
     if compression is None:
         return data
     decompressor = compression[1]()
-    try:
-        message = decompressor.decompress(data)
-    except (zlib.error, OSError, lzma.LZMAError) as exc:  # bz2 says OSError
-        raise _CorruptData(str(exc) or type(exc).__name__) from exc
+    message = _decompressed(decompressor, data)
     if not decompressor.eof:
         raise EOFError("compressed data ends early")
     return message

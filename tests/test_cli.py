@@ -119,22 +119,30 @@ def test_pipermail_month_with_repeated_messages(tmp_path, config):
     assert figures["messages"] == 4 and figures["threads"] == 1
 
 
-def test_kill_minus_nine_then_resume(tmp_path, config):
-    count = 3000
+def import_under_way(tmp_path, config, count, workers, committed_bytes, **popen):
+    """``kittypyr import`` of ``count`` messages in batches of 100, running still once Data.fs holds ``committed_bytes``.
+
+    Returns the process and the mbox.
+    """
     mbox = tmp_path / "big.mbox"
     mbox.write_bytes(mbox_bytes(corpus(count)))
     data_fs = tmp_path / "var" / "Data.fs"
     process = subprocess.Popen(
         [str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
-         "--batch-size", "100", "--workers", "0", "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    # Let a few batches commit, then kill it without warning.
+         "--batch-size", "100", "--workers", str(workers), "--quiet"], **popen)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
-        if data_fs.exists() and data_fs.stat().st_size > 2_000_000:
+        if data_fs.exists() and data_fs.stat().st_size > committed_bytes:
             break
         time.sleep(0.05)
+    return process, mbox
+
+
+def test_kill_minus_nine_then_resume(tmp_path, config):
+    count = 3000
+    # Let a few batches commit, then kill it without warning.
+    process, mbox = import_under_way(tmp_path, config, count, 0, 2_000_000,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert process.poll() is None, "the import finished before it could be killed"
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
@@ -522,17 +530,8 @@ def test_a_parser_process_killed_midway_stops_the_import_with_a_summary_that_add
     import re
 
     count = 3000
-    mbox = tmp_path / "big.mbox"
-    mbox.write_bytes(mbox_bytes(corpus(count)))
-    data_fs = tmp_path / "var" / "Data.fs"
-    process = subprocess.Popen(
-        [str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox), "--batch-size", "100",
-         "--workers", "1", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if data_fs.exists() and data_fs.stat().st_size > 1_000_000:
-            break
-        time.sleep(0.05)
+    process, mbox = import_under_way(tmp_path, config, count, 1, 1_000_000,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
     parsers = [int(c) for c in children
                if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()

@@ -188,8 +188,9 @@ def test_zeo_restarts_under_archiver_and_page_requests_answer_200_or_503_and_los
     # pserve on ZEO as production runs it, while the ZEO server restarts
     # twice and is stopped once for longer than a client waits for it. A ZEO
     # client waits for its server (30 s unless wait_timeout says otherwise)
-    # and rides out a quick restart unseen; the test's clients wait 2 s, so
-    # the 4 s stop is felt as the server's absence and answered 503.
+    # and rides out a quick restart unseen; the test's clients wait 2 s, and
+    # a request tries retry.attempts (5) times, so the 12 s stop outlasts
+    # every try of a request made as it begins, which is answered 503.
     port = free_port()
     (tmp_path / "zeo.conf").write_text(
         f"<zeo>\n  address 127.0.0.1:{port}\n</zeo>\n<filestorage 1>\n  path {tmp_path}/Data.fs\n"
@@ -213,7 +214,7 @@ def test_zeo_restarts_under_archiver_and_page_requests_answer_200_or_503_and_los
     servers = [start()]
 
     def restarts():
-        for pause in (0, 4.0, 0):
+        for pause in (0, 12.0, 0):
             time.sleep(1.5)
             stop(servers[0])
             time.sleep(pause)

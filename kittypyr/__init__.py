@@ -68,6 +68,10 @@ def main(global_config, **settings):
     parts, so that directives such as ``config.add_catalog_index`` exist
     when their ``includeme`` runs.
     """
+    if SERVING:
+        from kittypyr.memory import pin_mmap_threshold
+
+        pin_mmap_threshold()
     extensions = aslist(settings.get("pyramid.includes", ""))
     with Configurator(settings=dict(settings, **{"pyramid.includes": ""})) as config:
         config.registry.settings["pyramid.includes"] = settings.get("pyramid.includes", "")

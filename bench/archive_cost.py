@@ -1,6 +1,6 @@
 """What one message archived through Mailman's archiver API costs, on archives of different sizes.
 
-    .venv/bin/python bench/archive_cost.py DIR [DIR ...] [--messages 200] [--corpus PATH]
+    .venv/bin/python bench/archive_cost.py DIR [DIR ...] [--messages 200] [--corpus PATH] [--cache SETTINGS]
 
 Each DIR is an archive folder as bench/search.py, bench/pages.py and
 bench/scale.py leave them (DIR/var/Data.fs); its list is bench/pages.py's.
@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from common import production_cache, serving_config  # noqa: E402
 from pages import LIST  # noqa: E402
 
 KEY = "bench-archiver-key"
@@ -75,13 +76,12 @@ def storage_transactions(storage, after):
     return written
 
 
-def measure(folder, raws):
+def measure(folder, raws, cache):
     from pyramid.paster import get_app
     from webtest import TestApp
 
-    from tests.functional import write_config
-
-    config = write_config(folder, extra=f"kittypyr.archiver_key = {KEY}\nkittypyr.secret = bench-archive-cost")
+    config = serving_config(folder, cache=cache,
+                            extra=f"kittypyr.archiver_key = {KEY}\nkittypyr.secret = bench-archive-cost")
     app = get_app(str(config))
     browser = TestApp(app)
     database = app.registry._zodb_databases[""]
@@ -116,10 +116,12 @@ def main():
     parser.add_argument("folders", nargs="+")
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
+    parser.add_argument("--cache", default=production_cache(),
+                        help="the cache settings added to zodbconn.uri (production.ini's by default)")
     args = parser.parse_args()
     tag = b"cost%d" % int(time.time())
     raws = corpus_messages(args.corpus, args.messages, tag)
-    rows = [(folder, measure(Path(folder), raws)) for folder in args.folders]
+    rows = [(folder, measure(Path(folder), raws, args.cache)) for folder in args.folders]
     names = list(rows[0][1])
     print(f"{'folder':40} " + " ".join(f"{name:>15}" for name in names))
     for folder, figures in rows:

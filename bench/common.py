@@ -62,6 +62,32 @@ class FreshArchive:
         return self.data_fs.stat().st_size, blob_bytes, blob_disk
 
 
+def production_cache():
+    """The connection cache settings of production.ini's ``zodbconn.uri``, as a query string.
+
+    What a benchmark of a serving process adds to its own storage's URI, so
+    that it measures the cache sites run with.
+    """
+    import configparser
+    import urllib.parse
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(Path(__file__).resolve().parent.parent / "production.ini")
+    query = urllib.parse.urlsplit(parser["app:main"]["zodbconn.uri"]).query
+    return "&".join(f"{name}={value}" for name, value in urllib.parse.parse_qsl(query)
+                    if name.startswith("connection_cache"))
+
+
+def serving_config(folder, port=None, cache=None, extra=""):
+    """Write ``folder``'s kittypyr.ini for serving its archive (``folder/var``) with ``cache`` (production.ini's)."""
+    from tests.functional import write_config
+
+    var = Path(folder).resolve() / "var"
+    settings = production_cache() if cache is None else cache
+    return write_config(folder, uri=f"file://{var}/Data.fs?blobstorage_dir={var}/blobs&{settings}", port=port,
+                        extra=extra)
+
+
 def peak_rss_mb():
     """Peak resident memory of this process and of its largest child, in MB."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -105,12 +131,12 @@ def served_archive(data, corpus, list_address, prefix, before_serving=None):
     """
     import subprocess
 
-    from tests.functional import VENV_BIN, free_port, kittypyr, wait_for_port, write_config
+    from tests.functional import VENV_BIN, free_port, kittypyr, wait_for_port
 
     folder = Path(data or tempfile.mkdtemp(prefix=prefix))
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    config = write_config(folder, port=port)
+    config = serving_config(folder, port=port)
     if not (folder / "var" / "Data.fs").exists():
         print(f"importing {corpus} ...", flush=True)
         kittypyr("import", config, list_address, corpus, "--quiet", check=True, timeout=3600)

@@ -55,7 +55,7 @@ sys.path.insert(0, str(HERE))
 
 import requests  # noqa: E402
 from archiver_load import CONFIG, KEY, LIST, Process, ZEOServer, log_counts  # noqa: E402
-from common import process_memory_mb  # noqa: E402
+from common import process_memory_mb, production_cache  # noqa: E402
 
 from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, write_config  # noqa: E402
 from tests.postgresql_server import PostgreSQLServer  # noqa: E402
@@ -414,20 +414,21 @@ def run(kind, fault, args, urls, base_count, later, data, postgresql):
     if kind in ("filestorage", "zeo"):
         shutil.copytree(data / "base" / "var", folder / "var")
     if kind == "filestorage":
-        uri_of = lambda port: f"file://{folder}/var/Data.fs?blobstorage_dir={folder}/var/blobs"  # noqa: E731
+        uri_of = lambda port: (f"file://{folder}/var/Data.fs?blobstorage_dir={folder}/var/blobs&"  # noqa: E731
+                               + production_cache())
     elif kind == "zeo":
         zeo = ZEOServer(folder)
         zeo.conf.write_text(zeo.conf.read_text().replace(f"{folder}/Data.fs", f"{folder}/var/Data.fs")
                             .replace(f"{folder}/blobs", f"{folder}/var/blobs"))
         zeo.start()
         uri_of = lambda port: (f"zeo://127.0.0.1:{zeo.port}?blob_dir={folder}/blob-cache-{port}"  # noqa: E731
-                               "&shared_blob_dir=false&connection_cache_size=20000")
+                               "&shared_blob_dir=false&" + production_cache())
     else:
         database = f"run_{fault or 'none'}".replace("-", "_")
         postgresql.drop_database(database)
         postgresql.copy_database("base", database)
         uri_of = lambda port: postgresql.uri(database, folder / f"blob-cache-{port}",  # noqa: E731
-                                             cache_local_mb=100) + "&connection_cache_size=20000"
+                                             cache_local_mb=100) + "&" + production_cache()
     processes = []
     for number in range(count):
         port = free_port()

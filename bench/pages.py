@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent))
 
 sys.path.insert(0, str(HERE))
 
-from common import served_archive  # noqa: E402
+from common import served_archive, serving_config  # noqa: E402
 
 LIST = "bench@lists.example.org"
 
@@ -158,7 +158,7 @@ def timed(port, url, count, pid):
 
 def time_existing(folders, requests):
     """Serve each folder in turn; print the p50 and CPU per request of each page side by side."""
-    from tests.functional import VENV_BIN, free_port, wait_for_port, write_config
+    from tests.functional import VENV_BIN, free_port, wait_for_port
 
     columns = []
     for folder in folders:
@@ -166,7 +166,7 @@ def time_existing(folders, requests):
         if not (folder / "var" / "Data.fs").exists():
             raise SystemExit(f"{folder} holds no archive (var/Data.fs)")
         port = free_port()
-        config = write_config(folder, port=port)
+        config = serving_config(folder, port=port)
         opening, pages = json.loads(subprocess.run([sys.executable, __file__, "--pick-existing", str(config)],
                                                    check=True, capture_output=True, text=True).stdout)
         loaded = json.loads(subprocess.run([sys.executable, __file__, "--count-loads", str(config), json.dumps(pages)],

@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import process_memory_mb  # noqa: E402
+from common import process_memory_mb, serving_config  # noqa: E402
 from tests.functional import VENV_BIN, free_port, mbox_bytes, wait_for_port, write_config  # noqa: E402
 
 LIST = "scale@lists.example.org"
@@ -183,7 +183,7 @@ def pick_pages(var):
 def time_pages(folder, pages, requests):
     """{kind: p50 ms} and the serving process's RSS (MB) over ``pages``, each page warmed once first."""
     port = free_port()
-    config = write_config(folder, port=port)
+    config = serving_config(folder, port=port)
     log = open(folder / "server.log", "ab")
     server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
     try:
@@ -228,7 +228,7 @@ def main():
     if (folder / "var").exists():
         parser.error(f"{folder} holds an archive already: remove it first")
     folder.mkdir(parents=True, exist_ok=True)
-    config = write_config(folder)
+    config = serving_config(folder)
     var = folder / "var"
     raws = [m.raw for m in read_mail(args.corpus)]
     timeline = block_timeline(raws, args.blocks) if args.layout == "long" else None

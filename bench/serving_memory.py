@@ -5,9 +5,8 @@
 Each DIR is an archive folder (``kittypyr.ini`` and ``var/``), such as the
 1× and 10× archives ``bench/search.py --scale 10 --data DIR`` leaves. For
 each archive and engine, starts one ``pserve`` with production.ini's
-cache (``connection_cache_size=20000``) and asks it, in stages, for every
-month page (up to PAGES / 10), PAGES threads, PAGES messages and PAGES / 5
-searches of the list with the most messages, each page once, as readers
+cache settings and asks it, in stages, for every month page (up to
+PAGES / 10), PAGES threads, PAGES messages and PAGES / 5 searches of the list with the most messages, each page once, as readers
 spread over an archive would; after each stage it prints the process's
 RSS. On ZEO the storage's index of records lives in the ZEO server, not
 in the process serving pages. Readers only read, but the archive is opened
@@ -29,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import process_memory_mb  # noqa: E402
+from common import process_memory_mb, production_cache  # noqa: E402
 from tests.functional import VENV_BIN, free_port, wait_for_port, write_config  # noqa: E402
 
 WORDS = ("cache kernel patch tlb octeon interrupt binutils memory driver mips linux build error config module "
@@ -114,7 +113,7 @@ def main():
     parser.add_argument("archives", nargs="+", type=Path)
     parser.add_argument("--pages", type=int, default=300, help="threads and messages asked for")
     parser.add_argument("--engines", nargs="+", choices=("file", "zeo"), default=["file", "zeo"])
-    parser.add_argument("--cache", default="connection_cache_size=20000",
+    parser.add_argument("--cache", default=production_cache(),
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
     args = parser.parse_args()
     print(f"RSS MB of one serving process after each stage ({args.pages} threads, {args.pages} messages, "

@@ -50,7 +50,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from common import process_memory_mb, serving_config  # noqa: E402
-from tests.functional import VENV_BIN, free_port, mbox_bytes, wait_for_port, write_config  # noqa: E402
+from tests.functional import VENV_BIN, free_port, mbox_bytes, wait_for_port  # noqa: E402
 
 LIST = "scale@lists.example.org"
 ID_HEADERS = (b"message-id", b"in-reply-to", b"references")

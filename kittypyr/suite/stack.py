@@ -30,7 +30,7 @@ ARCHIVE_INI = """\
 [app:main]
 use = egg:kittypyr
 pyramid.reload_templates = false
-zodbconn.uri = file://{data}/Data.fs?blobstorage_dir={data}/blobs
+zodbconn.uri = file://{data}/Data.fs?blobstorage_dir={data}/blobs&connection_cache_size=20000&connection_cache_size_bytes=8MB
 retry.attempts = 5
 kittypyr.base_url = {base_url}
 {settings}

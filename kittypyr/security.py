@@ -279,8 +279,12 @@ class LoginThrottle:
         with self.lock:
             self.in_flight.discard(address)
 
-    def _recent(self, failures, kind, who, now):
-        """``[(time, account address)]`` of ``who``'s failures within the window, oldest first."""
+    def recent(self, failures, kind, who, now):
+        """``[(time, account address)]`` of what ``failures`` counts for ``who`` under ``kind`` within the window, oldest first.
+
+        ``kind``: "account" or "client" for wrong passwords, "signup" for
+        the sign-ups the same record counts (``SignupThrottle``).
+        """
         who = who or ""
         entries = []
         for (_, _, when, address), count in failures.items((kind, who), (kind, who, math.inf)):
@@ -290,13 +294,13 @@ class LoginThrottle:
         return entries
 
     def _account_wait(self, failures, address, now):
-        entries = self._recent(failures, "account", address, now)
+        entries = self.recent(failures, "account", address, now)
         if len(entries) < self.account_limit:
             return 0
         return entries[-self.account_limit][0] + self.window - now
 
     def _client_wait(self, failures, client, now):
-        entries = self._recent(failures, "client", client, now)
+        entries = self.recent(failures, "client", client, now)
         if len(entries) < self.client_limit:
             return 0
         latest = {}
@@ -361,7 +365,7 @@ class SignupThrottle:
     def wait_seconds(self, counts, client):
         """Seconds ``client`` must wait before its next sign-up; 0 if none."""
         now = self.clock()
-        recent = login_throttle._recent(counts, "signup", client, now)
+        recent = login_throttle.recent(counts, "signup", client, now)
         if len(recent) < self.limit:
             return 0
         return max(1, math.ceil(recent[-self.limit][0] + self.window - now))

@@ -190,7 +190,8 @@ def test_zeo_restarts_under_archiver_and_page_requests_answer_200_or_503_and_los
     # client waits for its server (30 s unless wait_timeout says otherwise)
     # and rides out a quick restart unseen; the test's clients wait 2 s, and
     # a request tries retry.attempts (5) times, so the 12 s stop outlasts
-    # every try of a request made as it begins, which is answered 503.
+    # every try of a request made as it begins, which is answered 503 (or
+    # waits for the server with every server thread busy likewise).
     port = free_port()
     (tmp_path / "zeo.conf").write_text(
         f"<zeo>\n  address 127.0.0.1:{port}\n</zeo>\n<filestorage 1>\n  path {tmp_path}/Data.fs\n"
@@ -214,11 +215,15 @@ def test_zeo_restarts_under_archiver_and_page_requests_answer_200_or_503_and_los
     servers = [start()]
 
     def restarts():
+        outages = []
         for pause in (0, 12.0, 0):
             time.sleep(1.5)
             stop(servers[0])
+            away = time.monotonic()
             time.sleep(pause)
+            outages.append((away, time.monotonic()))
             servers[0] = start()
+        return outages
 
     def uri_of(folder):
         return (f"zeo://127.0.0.1:{port}?storage=1&blob_dir={folder / 'blob-cache'}"

@@ -413,22 +413,22 @@ def run(kind, fault, args, urls, base_count, later, data, postgresql):
     database = None
     if kind in ("filestorage", "zeo"):
         shutil.copytree(data / "base" / "var", folder / "var")
+    cache = production_cache()
     if kind == "filestorage":
-        uri_of = lambda port: (f"file://{folder}/var/Data.fs?blobstorage_dir={folder}/var/blobs&"  # noqa: E731
-                               + production_cache())
+        uri_of = lambda port: f"file://{folder}/var/Data.fs?blobstorage_dir={folder}/var/blobs&{cache}"  # noqa: E731
     elif kind == "zeo":
         zeo = ZEOServer(folder)
         zeo.conf.write_text(zeo.conf.read_text().replace(f"{folder}/Data.fs", f"{folder}/var/Data.fs")
                             .replace(f"{folder}/blobs", f"{folder}/var/blobs"))
         zeo.start()
         uri_of = lambda port: (f"zeo://127.0.0.1:{zeo.port}?blob_dir={folder}/blob-cache-{port}"  # noqa: E731
-                               "&shared_blob_dir=false&" + production_cache())
+                               f"&shared_blob_dir=false&{cache}")
     else:
         database = f"run_{fault or 'none'}".replace("-", "_")
         postgresql.drop_database(database)
         postgresql.copy_database("base", database)
         uri_of = lambda port: postgresql.uri(database, folder / f"blob-cache-{port}",  # noqa: E731
-                                             cache_local_mb=100) + "&" + production_cache()
+                                             cache_local_mb=100) + f"&{cache}"
     processes = []
     for number in range(count):
         port = free_port()

@@ -6,8 +6,9 @@ Each DIR is an archive folder (``kittypyr.ini`` and ``var/``), such as the
 1× and 10× archives ``bench/search.py --scale 10 --data DIR`` leaves. For
 each archive and engine, starts one ``pserve`` with production.ini's
 cache settings and asks it, in stages, for every month page (up to
-PAGES / 10), PAGES threads, PAGES messages and PAGES / 5 searches of the list with the most messages, each page once, as readers
-spread over an archive would; after each stage it prints the process's
+PAGES / 10), PAGES threads, PAGES messages and PAGES / 5 searches of the
+list with the most messages, each page once, as readers spread over an
+archive would; after each stage it prints the process's
 RSS. On ZEO the storage's index of records lives in the ZEO server, not
 in the process serving pages. Readers only read, but the archive is opened
 as a server opens it.

@@ -306,6 +306,20 @@ def test_a_name_in_several_domains(tmp_path):
         app.registry._zodb_databases[""].close()
 
 
+def test_a_name_shared_with_a_private_list_answers_as_if_it_were_alone(app, tmp_path):
+    """A choice of one, the other list hidden, would tell that a private list has that name."""
+    import_folder(app, write_folder(tmp_path / "dev", thread_posts()))
+    browser = TestApp(app)
+    alone = browser.get("/pipermail/dev/2007-March/000000.html", status=301).headers["Location"]
+    with prepare(registry=app.registry) as env:
+        ensure_mailing_list(env["root"], "dev@lists.example.com").archive_policy = "private"
+        transaction.commit()
+    again = browser.get("/pipermail/dev/2007-March/000000.html", status=301)
+    assert again.headers["Location"] == alone
+    assert browser.get("/pipermail/dev/", status=301).headers["Location"].endswith(f"/list/{LIST}/")
+    assert "lists.example.com" not in again.text
+
+
 def test_private_list_pages_say_nothing_to_anonymous_readers(app, tmp_path):
     twin = dict(subject="[Dev] Secret merger", author="Jane Doe", email="jane@example.org", date=START)
     posts = thread_posts() + [Post(number=30, message_id="a@example.org", body="a\n", **twin),

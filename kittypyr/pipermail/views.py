@@ -52,9 +52,11 @@ def list_for(request, name):
     """The list a Mailman 2 short name stands for, or the page to answer instead.
 
     One list of that name is the one; of several (one name in several
-    domains), the one in ``kittypyr.pipermail_domain``, else a page listing
-    those the reader may see. Raises 404 when there is none; the one list
-    answers 403 to a reader who may not view it.
+    domains), the one in ``kittypyr.pipermail_domain``, else the one the
+    reader may see, else a page listing those they may see. Raises 404 when
+    there is none; the one list answers 403 to a reader who may not view it.
+    Lists the reader may not see count only when no other is left: a page
+    listing one list, or none, would tell that a private one has the name.
     """
     found = lists_named(request.root, name)
     if not found:
@@ -68,6 +70,8 @@ def list_for(request, name):
     visible = [m for m in found if m.is_public or request.has_permission("view", m)]
     if not visible:
         raise HTTPForbidden()
+    if len(visible) == 1:
+        return visible[0]
     response = render_to_response("kittypyr.templates:pipermail_lists.pt",
                                   {"name": name, "lists": visible}, request=request)
     # 300 Multiple Choices: the name is the same list's in several domains.

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 
 from pyramid.authorization import ACLHelper, Authenticated, Everyone
+from pyramid.events import NewResponse
 from pyramid.session import SignedCookieSessionFactory
 from pyramid.settings import aslist
 from pyramid_zodbconn import get_connection
@@ -471,6 +472,34 @@ def adopt_archive_secret(registry, archive):
         registry.kittypyr_secret = archive.secret
 
 
+def answers_kept_to_their_reader(cookie_name):
+    """A ``NewResponse`` subscriber: no shared cache keeps one reader's answer for another.
+
+    The answer to any URL of a list may depend on who asks: a private
+    list's message, raw mail or attachment for its members, a 403 for
+    everyone else. A proxy or CDN that keeps responses by URL (an
+    attachment's ``.csv`` or ``.pdf`` by its suffix) must never hand a
+    member's copy on, so every answer to a request with a session, or that
+    starts one, is private to that reader; and every answer varies with the
+    cookie, so that what an anonymous reader was given is not handed to a
+    member either. Static files are the same for all.
+    """
+
+    def keep_to_reader(event):
+        request, response = event.request, event.response
+        route = request.matched_route
+        if route is not None and route.name.startswith("__"):  # add_static_view's routes
+            return
+        vary = tuple(response.vary or ())
+        if "Cookie" not in vary:
+            response.vary = vary + ("Cookie",)
+        if cookie_name in request.cookies or "Set-Cookie" in response.headers:
+            response.cache_control.public = False
+            response.cache_control.private = True
+
+    return keep_to_reader
+
+
 def includeme(config):
     settings = config.registry.settings
     config.registry.kittypyr_secret = configured_secret(settings) or None
@@ -479,6 +508,7 @@ def includeme(config):
     config.set_session_factory(session_factory_under_prefix(
         cookie_name=cookie_name, httponly=True, samesite="Lax", secure=secure,
         timeout=14 * 24 * 3600, reissue_time=3600, salt="kittypyr.session."))
+    config.add_subscriber(answers_kept_to_their_reader(cookie_name), NewResponse)
     config.set_security_policy(SecurityPolicy())
     config.set_default_permission("view")
     config.set_default_csrf_options(require_csrf=True)

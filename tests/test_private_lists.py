@@ -236,6 +236,24 @@ def test_forms_without_the_session_token_are_refused(site, mailman):
              status=303)
 
 
+def test_what_a_member_reads_no_shared_cache_keeps(site, mailman):
+    """A proxy or CDN in front of the archive must never hand a member's answer to someone else."""
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    urls = PRIVATE_URLS + [f"/list/{PRIVATE}/message/{h(3)}/",
+                           f"/search?q={SECRET_WORD}", f"/api/search?q={SECRET_WORD}"]
+    for url in urls:
+        answer = app.get(url, status=[200, 410])
+        assert "private" in answer.headers.get("Cache-Control", ""), url
+        assert "Cookie" in answer.headers.get("Vary", ""), url
+    # What everyone reads stays for shared caches to keep.
+    anonymous = TestApp(site)
+    for url in (f"/list/{PUBLIC}/message/{h(0)}/raw", f"/list/{PUBLIC}/thread/{h(0)}/", "/search?q=open"):
+        answer = anonymous.get(url)
+        assert "private" not in answer.headers.get("Cache-Control", ""), url
+        assert "Cookie" in answer.headers.get("Vary", ""), url
+
+
 def test_anonymous_pages_set_no_cookie(site, mailman):
     app = TestApp(site)
     for url in ("/", f"/list/{PUBLIC}/", f"/list/{PUBLIC}/thread/{h(0)}/", "/search?q=open"):

@@ -21,7 +21,9 @@ process only turns words into ids and appends the packed postings.
 """
 
 import array
+import contextvars
 import heapq
+from contextlib import contextmanager
 
 import numpy as np
 from repoze.catalog.query import Query
@@ -29,7 +31,7 @@ from zope.index.text import widcode
 from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
 
-from kittypyr.lexicon import (_PAIR, OkapiIndex, Postings, PostingsChunk, PreparedText, _same_references,
+from kittypyr.lexicon import (_PAIR, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count, _same_references,
                               encode_positions, packed_postings, split_words)
 from kittypyr.scored import EMPTY, Scored, all_of, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
@@ -51,6 +53,40 @@ TESTED_ONE_BY_ONE = 8192
 DAY = 86400  # seconds: the unit of a chunk's span of dates
 # Postings a walk by chunks may test before it scores every posting instead.
 WALK_TESTS_MAX = 2048
+# A word in at most this many messages is weighted by those the reader may
+# see (see ``ranked_without``); a more common one by all of them.
+SEEN_FREQUENCY_UP_TO = 4096
+
+
+class Unseen:
+    """The documents a reader may not see: how many, and ``among(docids)``, how many of those are."""
+
+    def __init__(self, count, among):
+        self.count = count
+        self.among = among
+
+
+_unseen = contextvars.ContextVar("kittypyr_unseen_documents", default=None)
+
+
+@contextmanager
+def ranked_without(unseen):
+    """Within it, every score leaves ``unseen`` (an ``Unseen``, or None) out of its figures.
+
+    BM25 weighs a word by how few documents hold it. Counted over every
+    list, a word of a private list would weigh less in a public one, and
+    a reader who may not see the private list could tell from the order
+    of two public messages alike but for one word that the private list
+    holds that word. The document count leaves out the unseen documents,
+    and so does the count of each word held by at most
+    ``SEEN_FREQUENCY_UP_TO`` documents (its postings are looked at one by
+    one); a more common word is weighted by all its documents.
+    """
+    token = _unseen.set(unseen)
+    try:
+        yield
+    finally:
+        _unseen.reset(token)
 
 
 class ZonedText(PreparedText):
@@ -447,7 +483,23 @@ class FullTextIndex(OkapiIndex):
 
     def _statistics(self):
         count = float(self.documentCount())
-        return count, (self._totaldoclen() / count) if count else 1.0
+        mean_length = (self._totaldoclen() / count) if count else 1.0
+        unseen = _unseen.get()
+        if unseen is not None:
+            count = max(1.0, count - unseen.count)
+        return count, mean_length
+
+    def _frequency(self, postings):
+        """How many documents hold the word of ``postings`` (as ``_wordinfo`` holds them), for its weight.
+
+        Those the reader may not see are left out (``ranked_without``).
+        """
+        total = _doc_count(postings)
+        unseen = _unseen.get()
+        if unseen is None or total > SEEN_FREQUENCY_UP_TO:
+            return total
+        docids = np.frombuffer(packed_postings(postings), dtype="<i4")[0::2]
+        return max(1, total - unseen.among(docids.tolist()))
 
     def _postings(self, wid):
         postings = self._wordinfo.get(wid)
@@ -462,7 +514,7 @@ class FullTextIndex(OkapiIndex):
         if not len(docids):
             return EMPTY
         count, mean_length = self._statistics()
-        idf = inverse_doc_frequency(len(docids), count)
+        idf = inverse_doc_frequency(self._frequency(self._wordinfo.get(wid)), count)
         if zones:
             keep = ((values >> ZONE_SHIFT) & zones) != 0
             docids, values = docids[keep], values[keep]
@@ -549,9 +601,9 @@ class FullTextIndex(OkapiIndex):
         chunks, ceilings = ranked() if ranked is not None else ((), ())
         tail = bytes(postings._tail) if chunks else packed_postings(postings)
         share = self._allowed_share(chunks, tail, allowed)
-        total = round(share * len(postings))
+        total = round(share * _doc_count(postings))
         documents, mean_length = self._statistics()
-        idf = inverse_doc_frequency(len(postings), documents)
+        idf = inverse_doc_frequency(self._frequency(postings), documents)
         if total <= exact_up_to or share == 0:
             pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
             docids = pairs[:, 0].astype(np.int64)
@@ -628,7 +680,7 @@ class FullTextIndex(OkapiIndex):
         if postings is None:
             return EMPTY, 0, True
         documents, mean_length = self._statistics()
-        idf = inverse_doc_frequency(len(postings), documents)
+        idf = inverse_doc_frequency(self._frequency(postings), documents)
         # A date range keeps the chunks filled in its time (and those of
         # unknown dates): the rest cannot hold an allowed document.
         within = getattr(postings, "packed_within", None)
@@ -729,7 +781,7 @@ class FullTextIndex(OkapiIndex):
             return scored, len(scored), True
         chunks, ceilings = ranked
         documents, mean_length = self._statistics()
-        idf = inverse_doc_frequency(len(postings), documents)
+        idf = inverse_doc_frequency(self._frequency(postings), documents)
 
         def scored_pairs(data):
             pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)

@@ -35,7 +35,7 @@ from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
-from kittypyr.fulltext import FullText
+from kittypyr.fulltext import FullText, Unseen, ranked_without
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
@@ -549,6 +549,20 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
     return found
 
 
+def unseen_by(archive, visible_lists):
+    """The ``Unseen`` of a reader who sees ``visible_lists`` (addresses): the other lists' messages; None for none."""
+    hidden = set(archive.lists.keys()) - set(visible_lists)
+    if not hidden:
+        return None
+    count = sum(len(archive.lists[address].messages) for address in hidden)
+    list_of = archive.catalog["list"]._rev_index.get
+
+    def among(docids):
+        return sum(1 for docid in docids if list_of(docid) in hidden)
+
+    return Unseen(count, among)
+
+
 def run_search(archive, query, visible_lists, mlist=None, sort="relevance", start=0, size=20,
                limits=DEFAULT_LIMITS, group="message"):
     """Search the messages of ``visible_lists`` (addresses); return SearchResults.
@@ -558,8 +572,14 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
     past the last result gives the last ``size``-page. The query is read
     within ``limits``. ``group="thread"`` gives one result per thread (its
     best message, with how many of the thread's messages matched), paged
-    by threads.
+    by threads. Scores count none of the lists the reader may not see
+    (``kittypyr.fulltext.ranked_without``).
     """
+    with ranked_without(unseen_by(archive, visible_lists)):
+        return _search(archive, query, visible_lists, mlist, sort, start, size, limits, group)
+
+
+def _search(archive, query, visible_lists, mlist, sort, start, size, limits, group):
     asked = message_query(archive, query, visible_lists, mlist, limits)
     results = SearchResults(query=query, problems=asked.problems)
     if sort not in SORTS:

@@ -292,6 +292,43 @@ def test_search_answers_tell_nothing_of_a_private_lists_words_by_their_scores(si
     assert len(hits) == 1 and "score" not in hits[0]
 
 
+def _ranking_site(folder, private_bodies):
+    """Four public messages alike but for one word each, and a private list holding ``private_bodies``."""
+    folder.mkdir()
+    app = make_app(folder)
+    with prepare(registry=app.registry) as env:
+        public = ensure_mailing_list(env["root"], PUBLIC)
+        for n, word in enumerate(("controlword", SECRET_WORD, "othercontrol", "blorptastic")):
+            archive_message(public, make_message(
+                message_id=f"<p{n}@example.org>", subject="Note", sender=("P", "p@example.org"),
+                date=datetime(2022, 1, 1 + n, tzinfo=timezone.utc), body=f"{word} and some filler here.\n"))
+        private = ensure_mailing_list(env["root"], PRIVATE)
+        private.archive_policy = "private"
+        for n, body in enumerate(private_bodies):
+            archive_message(private, make_message(
+                message_id=f"<s{n}@example.org>", subject="Board", sender=("S", "s@example.org"),
+                date=datetime(2022, 2, 1 + n, tzinfo=timezone.utc), body=body))
+        transaction.commit()
+    return app
+
+
+@pytest.mark.parametrize("query", [f"controlword OR {SECRET_WORD}", f"{SECRET_WORD} OR controlword"])
+def test_the_order_of_public_results_tells_nothing_of_a_private_lists_words(tmp_path, query):
+    """A word's weight counts only the messages the reader may see: else its rank would move with
+    every private message that holds it, and equal messages would swap places."""
+    orders = []
+    for name, bodies in (("without", ["Nothing to see.\n"] * 3),
+                         ("with", [f"We discussed {SECRET_WORD}.\n", f"{SECRET_WORD} again.\n", "Other.\n"])):
+        app = _ranking_site(tmp_path / name, bodies)
+        try:
+            found = TestApp(app).get("/api/search", {"q": query}).json["results"]
+            orders.append([hit["message_id"] for hit in found])
+        finally:
+            app.registry._zodb_databases[""].close()
+    assert len(orders[0]) == 2
+    assert orders[0] == orders[1]
+
+
 def test_an_address_with_a_lone_percent_sign_logs_in(site, mailman):
     # Mailman reads "%" followed by anything but two hex digits as it is.
     mailman.add_user("half%.half@example.org", "Half", roles=[(PRIVATE, "member")])

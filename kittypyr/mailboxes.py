@@ -496,6 +496,15 @@ def _looks_like_header_block(lines):
     return seen_field
 
 
+def _packed_files(data):
+    """How to unpack ``data`` if it starts an archive of files (tar, zip), else None."""
+    if len(data) >= 262 and data[257:262] == b"ustar":  # POSIX and GNU tar both say so there
+        return "tar xf"
+    if data[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "unzip"
+    return None
+
+
 def _classify(path, data, name):
     """Return 'empty', 'mbox', 'pipermail', 'eml' or 'inside' for the start of a file.
 
@@ -503,6 +512,12 @@ def _classify(path, data, name):
     cut with ``split -b``), and an envelope line that starts a message
     follows within the sample.
     """
+    unpack = _packed_files(data)
+    if unpack is not None:
+        # Read as an mbox, its file headers and pages would be stored as
+        # the text of the messages around them.
+        raise MailSourceError(path, f"an archive of files, not mail: unpack it ({unpack} "
+                                    f"{name}) and import the files or folder it holds")
     if data.startswith(_BYTE_ORDER_MARK):
         data = data[len(_BYTE_ORDER_MARK):]
     start = _skip_blank(data)

@@ -257,6 +257,55 @@ def test_not_mail(tmp_path, data):
         assert exc.reason and exc.reason in str(exc)
 
 
+def _tar_of(files, compression=""):
+    """A tar archive (``compression``: "", "gz", "bz2" or "xz") holding ``files`` {name: bytes}."""
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:" + compression) as tar:
+        for name, data in files.items():
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    return out.getvalue()
+
+
+def _zip_of(files):
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+# A Pipermail archive as sites hand it out: its month files beside its pages.
+PACKED_MAIL = {
+    "dev/2011-February.txt": b"From jane at example.org  Tue Feb  1 10:00:00 2011\nFrom: jane at example.org\n"
+                             b"Subject: Hello\nMessage-ID: <a@example.org>\n\nHi.\n\n",
+    "dev/2011-February/date.html": b"<!DOCTYPE HTML PUBLIC>\n<html>Messages sorted by date</html>\n",
+}
+
+
+@pytest.mark.parametrize("name, data, unpack", [
+    ("dev.tar", _tar_of(PACKED_MAIL), "tar xf"),
+    ("dev.tar.gz", _tar_of(PACKED_MAIL, "gz"), "tar xf"),
+    ("dev.tar.xz", _tar_of(PACKED_MAIL, "xz"), "tar xf"),
+    ("dev.zip", _zip_of(PACKED_MAIL), "unzip"),
+], ids=["tar", "tar.gz", "tar.xz", "zip"])
+def test_an_archive_of_files_is_refused_with_what_to_do(tmp_path, name, data, unpack):
+    """Read as an mbox, a tar file's headers and pages would be stored as the text of its messages."""
+    path = _write(tmp_path, name, data)
+
+    for attempt in (lambda: detect_format(path), lambda: list(read_mail(path))):
+        with pytest.raises(MailSourceError) as refused:
+            attempt()
+        assert "archive of files" in refused.value.reason and unpack in refused.value.reason
+
+
 def test_missing_file(tmp_path):
     path = str(tmp_path / "nope.mbox")
 

@@ -170,6 +170,27 @@ def _commit_prepared_list(env, list_address, policy, attempts=5):
                 raise
 
 
+def _forget_unread_list(env, list_address):
+    """Remove the list an import just made and filled with nothing; its line for the summary, or None.
+
+    A mistyped path, or a file with no mail in it, would otherwise leave an
+    empty list on the archive's index. Another importer that filled the
+    list meanwhile (over ZEO or RelStorage) keeps it: the count of its
+    messages is read as current, and such a commit conflicts.
+    """
+    mailing_list = env["root"].lists.get(list_address)
+    if mailing_list is None or len(mailing_list.messages) or len(mailing_list.messages.tombstones):
+        return None
+    mailing_list._p_jar.readCurrent(mailing_list.messages._count)
+    env["root"].lists.remove(list_address)
+    try:
+        transaction.manager.commit()
+    except ConflictError:
+        transaction.manager.abort()
+        return None
+    return f"no list made: nothing was read for {list_address}"
+
+
 def command_import(args):
     from kittypyr.addresses import normalize_list_address
     from kittypyr.importing import import_mail
@@ -190,6 +211,8 @@ def command_import(args):
             workers=args.workers,
             progress=not args.quiet,
         )
+        if policy_line.startswith("new list") and not report.total("read"):
+            policy_line = _forget_unread_list(env, list_address) or policy_line
     for line in report.summary():
         print(line)
     print(policy_line)

@@ -478,6 +478,27 @@ def test_a_file_name_that_is_not_utf8_is_printed_as_it_is(tmp_path, config):
     assert f"new list {LIST}".encode() in result.stdout
 
 
+def test_an_import_that_reads_nothing_makes_no_list(tmp_path, config):
+    """A mistyped path, or a file with no mail in it, must not leave an empty list on the archive's index."""
+    garbage = tmp_path / "garbage.mbox"
+    garbage.write_bytes(bytes(range(256)) * 8)
+    for address, paths in (("typo@lists.example.org", [tmp_path / "nonexistent.mbox"]),
+                           ("junk@lists.example.org", [garbage, tmp_path / "empty"])):
+        (tmp_path / "empty").write_bytes(b"")
+        result = kittypyr("import", config, address, *paths, "--workers", "0")
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert f"no list made: nothing was read for {address}" in result.stdout
+        assert f"new list {address}" not in result.stdout
+    assert info(config)["mailing_lists"] == []
+    # A list that was there stays, read or not.
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(3)))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    again = kittypyr("import", config, LIST, tmp_path / "nonexistent.mbox", "--workers", "0")
+    assert again.returncode == 1 and f"list {LIST}: " in again.stdout
+    assert info(config)["mailing_lists"] == [LIST]
+
+
 def test_bytes_after_the_last_gzip_member_cost_no_message(tmp_path, config):
     # zcat reads it ("decompression OK, trailing garbage ignored"): so does the import, and says what it left.
     mbox = tmp_path / "dev.mbox.gz"

@@ -22,6 +22,7 @@ from urllib.request import Request, urlopen
 
 from pyramid.httpexceptions import HTTPNotFound, HTTPServiceUnavailable
 from pyramid.events import BeforeRender
+from pyramid.renderers import render_to_response
 from pyramid.security import NO_PERMISSION_REQUIRED
 
 log = logging.getLogger(__name__)
@@ -175,6 +176,14 @@ def _unavailable(request, **shown):
 def _explanation(configured, no_mail=False, **shown):
     """What ``standalone.pt`` shows instead of a form that cannot work here."""
     return dict({"configured": configured, "no_mail": no_mail, "message": None, "mailing_list": None}, **shown)
+
+
+def no_accounts_page(request, status):
+    """``standalone.pt`` saying why nobody logs in here, answered ``status``: for a page that would offer a login form."""
+    values = _explanation(configured=bool(mailman_url(request.registry)))
+    response = render_to_response("kittypyr.templates:standalone.pt", values, request=request)
+    response.status = status
+    return response
 
 
 def explain_accounts(context, request):

@@ -72,6 +72,14 @@ def test_pages_behind_them_explain(alone):
     assert alone.get(f"/list/{LIST}/new", status=404).html.select_one("a.mail-list")["href"] == f"mailto:{LIST}"
 
 
+def test_pages_for_accounts_offer_no_log_in_form_that_cannot_work(alone):
+    """Typed in or bookmarked: a login form here would post to a /login that answers 404."""
+    for url in ("/admin/", "/users/me/", "/feed-keys"):
+        page = alone.get(url, status=403)
+        assert page.html.select("form#login-form") == [] and "/login" not in page.text, url
+        assert "not connected to the mailing lists' server" in page.text, url
+
+
 def test_every_message_offers_reply_by_email(alone):
     link = alone.get(MESSAGE).html.select_one("a.reply-by-mail")
     assert link.text == "Reply by e-mail"

@@ -24,6 +24,7 @@ from kittypyr.mailman import (
 )
 from kittypyr.resources import Archive, MailingList
 from kittypyr.security import User, login_throttle, sign, signup_throttle, unsign
+from kittypyr.standalone import no_accounts_page
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +277,10 @@ def refusal_page(request, mailing_list):
         response = render_to_response("json", {"error": "you may not see this"}, request=request)
         response.status = 403
         return response
-    if request.user is None:
+    if request.user is None and not request.mailman_available:
+        # Its login form would post to a /login that cannot log anyone in.
+        response = no_accounts_page(request, 403)
+    elif request.user is None:
         values = _login_form(request, safe_came_from(request, request.path_qs), status=403,
                              error="Please log in to see this page.")
         response = render_to_response("kittypyr.templates:login.pt", values, request=request)

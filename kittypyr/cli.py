@@ -42,6 +42,9 @@ def _environment(config_uri):
     # Its warnings are about the web server's sessions and requests, which
     # a command has none of (such as a missing kittypyr.secret).
     logging.getLogger("kittypyr.security").setLevel(logging.ERROR)
+    # That no Mailman core is configured is news for the web server's log, not
+    # for each command (whose summaries say what it means for them).
+    logging.getLogger("kittypyr.standalone").setLevel(logging.WARNING)
     try:
         env = bootstrap(config_uri)
     except StorageInUse:
@@ -93,8 +96,9 @@ def config_problem(config):
     # The file, without the '#section' pserve also takes (development.ini#main).
     path = config.split("#", 1)[0] or config
     if not os.path.isfile(path):
-        return (f"there is no configuration file {path}: give the .ini file the web server runs with "
-                "(such as development.ini or production.ini)")
+        what = f"{path} is a folder, not a configuration file" if os.path.isdir(path) else \
+            f"there is no configuration file {path}"
+        return f"{what}: give the .ini file the web server runs with (such as development.ini or production.ini)"
     try:
         settings = get_appsettings(config)
     except (PlasterError, configparser.Error, LookupError):
@@ -279,8 +283,13 @@ def command_pack(args):
             before, after = pack_storage(db, args.days)
         db.close()
     except LockError:
-        print("the storage is in use by another process: stop the web server first, or pack from its "
-              "administration page (/admin/, Pack now), which packs while it serves", file=sys.stderr)
+        from pyramid.paster import get_appsettings
+
+        advice = "stop the web server first"
+        if get_appsettings(args.config).get("kittypyr.mailman_url", "").strip():
+            # Site administrators log in through Mailman: a stand-alone archive has no such page.
+            advice += ", or pack from its administration page (/admin/, Pack now), which packs while it serves"
+        print(f"kittypyr pack: the storage is in use by another process: {advice}", file=sys.stderr)
         return 2
     print(f"packed: {before:,} bytes before, {after:,} bytes after")
     return 0
@@ -333,12 +342,16 @@ def command_info(args):
         print(json.dumps(info, indent=2, sort_keys=True))
     else:
         for key, value in info.items():
-            print(f"{key}: {value}")
+            if isinstance(value, (list, tuple)):
+                value = ", ".join(map(str, value)) or "none"
+            print(f"{key}: {'none' if value is None else value}")
     return 0
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="kittypyr", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="kittypyr", description="Import, index, check, back up and pack the archive that CONFIG (the .ini file "
+                                     "the web server runs with) names: kittypyr COMMAND CONFIG ...")
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("import", help="import mbox, Maildir or Pipermail files into a list")

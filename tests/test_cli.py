@@ -223,6 +223,25 @@ def test_pack_removes_deleted_mail_from_the_storage_files(tmp_path, config):
     assert info(config, LIST)["messages"] == 10
 
 
+def test_pack_of_a_storage_in_use_says_what_can_be_done_on_this_site(tmp_path):
+    """The administration page packs while serving, where there is one: a stand-alone archive has none."""
+    from ZODB.FileStorage import FileStorage
+
+    for name, extra, admin_page in (("alone", "", False),
+                                    ("wired", "kittypyr.mailman_url = http://127.0.0.1:9/", True)):
+        (tmp_path / name).mkdir()
+        config = write_config(tmp_path / name, extra=extra)
+        held = FileStorage(str(tmp_path / name / "var" / "Data.fs"))  # as a running server holds it
+        try:
+            result = kittypyr("pack", config)
+        finally:
+            held.close()
+        assert result.returncode == 2
+        assert result.stderr.startswith("kittypyr pack: the storage is in use"), result.stderr
+        assert ("/admin/" in result.stderr) is admin_page, result.stderr
+        assert "INFO" not in result.stderr and "Traceback" not in result.stderr
+
+
 def test_pack_leaves_no_old_copy_of_a_filestorage_with_its_own_blobs(zodb, tmp_path):
     from ZODB.blob import Blob
 
@@ -497,6 +516,7 @@ def test_an_import_that_reads_nothing_makes_no_list(tmp_path, config):
     again = kittypyr("import", config, LIST, tmp_path / "nonexistent.mbox", "--workers", "0")
     assert again.returncode == 1 and f"list {LIST}: " in again.stdout
     assert info(config)["mailing_lists"] == [LIST]
+    assert f"\nmailing_lists: {LIST}\n" in kittypyr("info", config, check=True).stdout
 
 
 def test_bytes_after_the_last_gzip_member_cost_no_message(tmp_path, config):

@@ -110,6 +110,13 @@ def test_a_configuration_that_is_not_there_is_named(tmp_path, command):
     assert "there is no configuration file" in result.stderr and "developement.ini" in result.stderr
 
 
+def test_a_folder_given_for_the_configuration_is_named_as_a_folder(tmp_path):
+    (tmp_path / "var").mkdir()
+    result = kittypyr("info", tmp_path / "var")
+    assert result.returncode == 2
+    assert f"{tmp_path / 'var'} is a folder, not a configuration file" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("text", ["just some notes\n", "[app:other]\nuse = egg:kittypyr\n"])
 @pytest.mark.parametrize("name", ["notes.txt", "notes.ini"])
 def test_a_file_that_is_no_kittypyr_configuration_is_refused(tmp_path, name, text):

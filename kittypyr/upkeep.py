@@ -11,23 +11,25 @@ from zc.lockfile import LockError
 
 STORAGE_IN_USE = ("the storage is in use by another process: stop the web server first "
                   "(or serve from ZEO)")
+# How much of a held mail's reason one line of the listing shows.
+REASON_SHOWN = 160
 
 
-def _opened(config):
+def _opened(config, command):
     """The archive of ``config``, opened; None, said on stderr, when another process holds its storage."""
     from kittypyr.cli import _environment
 
     try:
         return _environment(config)
     except LockError:
-        print(STORAGE_IN_USE, file=sys.stderr)
+        print(f"kittypyr {command}: {STORAGE_IN_USE}", file=sys.stderr)
         return None
 
 
 def command_check(args):
     from kittypyr.health import check_archive
 
-    opened = _opened(args.config)
+    opened = _opened(args.config, "check")
     if opened is None:
         return 2
     with opened as env:
@@ -54,14 +56,15 @@ def command_check(args):
 
 def command_quarantine(args):
     """List the mail the archive could not read; save, try again or drop it."""
-    opened = _opened(args.config)
+    opened = _opened(args.config, "quarantine")
     if opened is None:
         return 2
     with opened as env:
         quarantine = env["root"].quarantine
-        unknown = [number for number in args.drop if number not in quarantine]
+        numbers = [_held_number(quarantine, given) for given in args.drop]
+        unknown = [given for given, number in zip(args.drop, numbers) if number is None]
         if unknown:
-            print(f"{', '.join(unknown)} is not held: nothing dropped", file=sys.stderr)
+            print(f"kittypyr quarantine: {', '.join(unknown)} is not held: nothing dropped", file=sys.stderr)
             return 1
         if args.save:
             try:
@@ -73,7 +76,7 @@ def command_quarantine(args):
                 return 2
         if args.retry:
             _retry_held(env["root"], env["registry"])
-        for number in args.drop:
+        for number in numbers:
             quarantine.remove(number)
             print(f"dropped {number}")
         transaction.manager.commit()
@@ -81,12 +84,33 @@ def command_quarantine(args):
     return 0
 
 
+def _held_number(quarantine, given):
+    """The number ``given`` names in ``quarantine`` as listed (000012), or without its zeros (12); None if none."""
+    if given in quarantine:
+        return given
+    if given.isdigit():
+        padded = f"{int(given):06d}"
+        if padded in quarantine:
+            return padded
+    return None
+
+
+def _one_line(text, most=REASON_SHOWN):
+    """``text`` as one line of printable characters, the others escaped, cut at ``most``.
+
+    A reason may quote the unreadable mail itself: its control characters
+    would break the listing's lines or act on the terminal.
+    """
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:most])
+    return shown + ("…" if len(text) > most else "")
+
+
 def _list_held(quarantine):
     if not len(quarantine):
         print("nothing is held")
     for number, held in quarantine.items():
         print(f"{number}  {held.list_address}  {held.received:%Y-%m-%d %H:%M} UTC  "
-              f"{held.size} bytes  {held.reason}")
+              f"{held.size} bytes  {_one_line(held.reason)}")
 
 
 def _save_held(quarantine, folder):

@@ -62,6 +62,26 @@ def test_dropping_what_is_not_held_says_so_and_drops_nothing(tmp_path):
     assert "000001" in listed and "000002" in listed
 
 
+def test_a_held_mail_is_dropped_by_the_number_as_listed_or_without_its_zeros(tmp_path):
+    config = held_archive(tmp_path)
+    assert "dropped 000002" in kittypyr("quarantine", config, "--drop", "2", check=True).stdout
+    listed = kittypyr("quarantine", config, check=True).stdout
+    assert "000001" in listed and "000002" not in listed
+
+
+def test_a_reason_quoting_binary_mail_is_listed_in_one_readable_line(tmp_path):
+    config = write_config(tmp_path)
+    app = get_app(str(config))
+    with prepare(registry=app.registry) as env:
+        env["root"].quarantine.hold(LIST, GARBAGE, "no header line: starts b'\x00\x01\x1b[2J\r\nend" + "z" * 500)
+        transaction.commit()
+    app.registry._zodb_databases[""].close()
+    listed = kittypyr("quarantine", config, check=True).stdout
+    line = listed.splitlines()[0]
+    assert len(listed.splitlines()) == 1 and "\x1b" not in line and "\r" not in line and "\x00" not in line
+    assert "no header line" in line and len(line) < 300
+
+
 def test_saving_where_no_folder_can_be_made_says_so_and_drops_nothing(tmp_path):
     config = held_archive(tmp_path)
     a_file = tmp_path / "notes.txt"

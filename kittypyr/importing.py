@@ -32,7 +32,7 @@ from ZODB.POSException import ConflictError
 from kittypyr import storage_unwritable
 from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
 from kittypyr.fulltext import prepare_zoned
-from kittypyr.mail import UnparseableMessage, parse_message
+from kittypyr.mail import IMPORT_TIME_NOTE, UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.msgid import message_id_hash
 from kittypyr.pipermail import folder_observers
@@ -63,6 +63,9 @@ class FileReport:
     failed: list = field(default_factory=list)  # (position, reason)
     doubtful: list = field(default_factory=list)  # (position, where and why), see RawMail.doubts
     error: str = ""
+    # Messages with no date of their own, dated by the message before them, or at the import.
+    dated_by_previous: int = 0
+    dated_at_import: int = 0
 
 
 @dataclass
@@ -110,6 +113,15 @@ class ImportReport:
                 lines.append(f"failed: {report.path}, message {position}: {reason}")
             for position, doubt in report.doubtful:
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
+            undated = "no usable Date, Received or envelope date"
+            if report.dated_by_previous:
+                count = report.dated_by_previous
+                lines.append(f"dated {count} message{'s' if count > 1 else ''} in {report.path} by the message"
+                             f" before {'them' if count > 1 else 'it'}: {undated}")
+            if report.dated_at_import:
+                count = report.dated_at_import
+                lines.append(f"dated {count} message{'s' if count > 1 else ''} in {report.path} at the import: "
+                             f"{undated}, and none before {'them' if count > 1 else 'it'} in the file")
             if report.error:
                 lines.append(f"error: {report.error}")
         return lines + self.notes + [f"error: {error}" for error in self.errors]
@@ -400,8 +412,10 @@ class Importer:
 
     def run(self, parsed_stream):
         batch = []
+        dates = {}  # source -> (date, offset) of its latest message with a date of its own
         try:
             for parsed in parsed_stream:
+                self.date_undated(parsed, dates)
                 batch.append(parsed)
                 if len(batch) >= self.batch_size:
                     self.flush(batch)
@@ -415,6 +429,28 @@ class Importer:
             self.flush(batch)
         if self.observers:
             self.finish_observers()
+
+    def date_undated(self, parsed, dates):
+        """Give a message with no date of its own (Date, Received, envelope) the date of the one before it.
+
+        The parser dated it at the import: an old list's undated mail would
+        show as its newest, in its overview and its last 30 days. A file
+        holds its mail in the order it came, so the message before it is
+        the nearest date known.
+        """
+        mail = parsed.mail
+        if mail is None:
+            return
+        note = next((note for note in mail.defects if note.endswith(IMPORT_TIME_NOTE)), None)
+        if note is None:
+            dates[parsed.source] = (mail.date, mail.date_offset)
+        elif parsed.source in dates:
+            mail.date, mail.date_offset = dates[parsed.source]
+            mail.defects[mail.defects.index(note)] = (note[:-len(IMPORT_TIME_NOTE)]
+                                                      + "used the date of the message before it in its file")
+            self.report.file(parsed.source).dated_by_previous += 1
+        else:
+            self.report.file(parsed.source).dated_at_import += 1
 
     def finish_observers(self):
         for attempt in range(self.conflict_attempts):

@@ -619,6 +619,8 @@ def _as_utc(value):
     return value.astimezone(UTC), int(value.utcoffset().total_seconds() // 60)
 
 
+# How the note of _choose_date's last fallback ends: the message had no date of its own.
+IMPORT_TIME_NOTE = "used the time of import"
 # How the notes of _choose_date's fallbacks begin.
 _DATE_PROBLEMS = ("no Date header", "unparseable Date ", "implausible Date ")
 
@@ -662,7 +664,7 @@ def _choose_date(headers, envelope_date, now, notes):
                 return date, offset, False
         except Exception:
             pass
-    notes.add("%s; used the time of import" % problem)
+    notes.add("%s; %s" % (problem, IMPORT_TIME_NOTE))
     return now, 0, False
 
 

@@ -519,6 +519,23 @@ def test_an_import_that_reads_nothing_makes_no_list(tmp_path, config):
     assert f"\nmailing_lists: {LIST}\n" in kittypyr("info", config, check=True).stdout
 
 
+def test_mail_without_a_date_takes_the_date_of_the_message_before_it(tmp_path, config):
+    """Not the time of the import: an old list's undated mail would show as its newest."""
+    undated = [make_message(message_id=f"<undated{n}@example.org>", subject=f"Undated {n}", date=None)
+               for n in range(2)]
+    mail = [corpus(1)[0], undated[0], corpus(2)[1], undated[1]]
+    # Envelope lines of 1970, as mailers without a clock wrote them: no date either.
+    mbox = tmp_path / "old.mbox"
+    mbox.write_bytes(mbox_bytes(mail).replace(b"Thu Jan  1 00:00:00 2020", b"Thu Jan  1 00:00:00 1970"))
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "1", check=True)
+
+    assert f"dated 2 messages in {mbox} by the message before them: no usable Date, Received or envelope date" \
+        in result.stdout
+    dates = info(config, LIST)
+    assert dates["first_date"].startswith("2019-03-14T09:26") and dates["last_date"].startswith("2019-03-14T10:26")
+
+
 def test_bytes_after_the_last_gzip_member_cost_no_message(tmp_path, config):
     # zcat reads it ("decompression OK, trailing garbage ignored"): so does the import, and says what it left.
     mbox = tmp_path / "dev.mbox.gz"

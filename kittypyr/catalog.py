@@ -426,10 +426,16 @@ def search_page(archive, query, start, size, sort_index, reverse=False):
     return total, found
 
 
-def reindex_archive(archive, registry, commit=None, every=1000):
+def catalogued_count(archive):
+    """How many resources the catalog holds when it is whole: every list's messages and threads."""
+    return sum(len(mailing_list.messages) + len(mailing_list.threads) for mailing_list in archive.lists.values())
+
+
+def reindex_archive(archive, registry, commit=None, every=1000, progress=None):
     """Rebuild the catalog from the tree; ``commit()`` is called every ``every`` resources.
 
-    Returns the number of resources indexed.
+    ``progress(count)``, when given, is told of each ``every`` resources
+    indexed (and of the last ones). Returns the number of resources indexed.
     """
     archive.catalog = None
     archive.document_map = None
@@ -438,10 +444,15 @@ def reindex_archive(archive, registry, commit=None, every=1000):
     for resource in catalogued_in(archive):
         index_resource(archive, resource)
         count += 1
-        if commit is not None and count % every == 0:
-            commit()
+        if count % every == 0:
+            if commit is not None:
+                commit()
+            if progress is not None:
+                progress(every)
     if commit is not None:
         commit()
+    if progress is not None and count % every:
+        progress(count % every)
     return count
 
 

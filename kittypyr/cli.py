@@ -224,8 +224,21 @@ def command_import(args):
 
 
 def command_reindex(args):
+    from kittypyr.catalog import catalogued_count
+
+    bar = None
     with _environment(args.config) as env:
-        count = reindex_archive(env["root"], env["registry"], commit=transaction.manager.commit)
+        if sys.stderr.isatty():
+            from kittypyr.progress import progress_bar
+
+            # Minutes on a large archive: shown as the import shows its own.
+            bar = progress_bar("reindex", catalogued_count(env["root"]), unit="item")
+        try:
+            count = reindex_archive(env["root"], env["registry"], commit=transaction.manager.commit,
+                                    progress=None if bar is None else bar.update)
+        finally:
+            if bar is not None:
+                bar.close()
         for mailing_list in env["root"].lists.values():
             rebuild_activity(mailing_list)
             transaction.manager.commit()

@@ -56,7 +56,7 @@ def estimate_messages(paths):
     return total
 
 
-def progress_bar(description, total, file=None):
-    """A bar of ``total`` messages: count, percentage, rate and time left."""
-    return tqdm(total=total or None, unit="msg", desc=description, file=file or sys.stderr,
+def progress_bar(description, total, file=None, unit="msg"):
+    """A bar of ``total`` messages (or other ``unit``): count, percentage, rate and time left."""
+    return tqdm(total=total or None, unit=unit, desc=description, file=file or sys.stderr,
                 dynamic_ncols=True, smoothing=0.1)

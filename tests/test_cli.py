@@ -166,6 +166,38 @@ def test_reindex_rebuilds_the_catalog(tmp_path, config):
     assert info(config, LIST)["first_date"].startswith("2019-03-14T09:26")
 
 
+def test_reindex_on_a_terminal_shows_how_far_it_is(tmp_path, config):
+    """A reindex of a large archive runs for minutes: on a terminal it shows its progress, as the import does."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10)))
+    kittypyr("import", config, LIST, mbox, check=True)
+    leader, follower = pty.openpty()
+    # A terminal 80 columns wide, as a window gives it (a new pty has none).
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        result = subprocess.run([str(VENV_BIN / "kittypyr"), "reindex", str(config)], stdout=subprocess.PIPE,
+                                stderr=follower, timeout=300, text=True)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end is closed: all of it was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert result.returncode == 0 and "indexed 12 resources" in result.stdout
+    assert b"12/12" in shown and b"100%" in shown, shown
+
+
 def _files_containing(folder, needle):
     return [path for path in Path(folder).rglob("*") if path.is_file() and needle in path.read_bytes()]
 

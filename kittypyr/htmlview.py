@@ -53,10 +53,24 @@ def _is_data_url(value):
     return url[:5].lower() == "data:"
 
 
+def _is_absolute_web_url(value):
+    """True when ``value`` names its scheme, http or https, as a browser reads it."""
+    url = _TAB_OR_NEWLINE.sub("", value).lstrip(_C0_OR_SPACE).lower()
+    return url.startswith(("http://", "https://"))
+
+
 def sanitized_html(html, images=False):
     """``html`` made safe to show inside a page; remote images kept only when ``images``."""
 
     def keep(tag, attribute, value):
+        if attribute == "cite":
+            return None  # a URL no browser follows: nothing to check it for
+        if attribute in ("href", "src") and not (_is_absolute_web_url(value) or _is_data_url(value)
+                                                 or (attribute == "href" and value.startswith("#"))):
+            # Relative to the archive's page, it would name the archive's own
+            # pages (an image shown is a request sent with the reader's
+            # cookies); "//host/" another host at the page's scheme.
+            return None
         if attribute in ("href", "src") and _is_data_url(value) and (tag, attribute) != ("img", "src"):
             # Inline images need data:, but a data: link opens a page the
             # sender wrote, script and all.

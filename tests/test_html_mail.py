@@ -49,6 +49,13 @@ DATA_LINKS = f"""\
 <p><img src="{PIXEL}" alt="Inline pixel"></p>
 """
 
+# URLs that name this archive's own pages, or another host by the page's scheme.
+SITE_RELATIVE = """\
+<p id="top"><a href="//evil.example/">Elsewhere</a> <a href="/logout">Log out</a> <a href="#top">Top</a></p>
+<p><img src="/list/" alt="A request to the archive"><img src="//evil.example/pixel.gif" alt="Theirs"></p>
+<blockquote cite="javascript:pwn()"><p>Quoted</p></blockquote>
+"""
+
 
 def test_html_becomes_paragraphs_with_links_and_nothing_hidden():
     text = text_of_html(NEWSLETTER)
@@ -76,6 +83,8 @@ def browser(tmp_path_factory):
         archive_message(mailing_list, make_message(message_id="<plain@example.org>", subject="Plain"))
         archive_message(mailing_list, make_message(message_id="<data-link@example.org>", subject="Data link",
                                                    body=html_part(DATA_LINKS)))
+        archive_message(mailing_list, make_message(message_id="<relative@example.org>", subject="Relative",
+                                                   body=html_part(SITE_RELATIVE)))
         transaction.commit()
     yield TestApp(app)
     app.registry._zodb_databases[""].close()
@@ -123,6 +132,16 @@ def test_sanitized_html_view_keeps_no_data_link_but_keeps_inline_images(browser)
     assert content.select("a[href]") == []
     assert "alert" not in page.text
     assert [img["src"] for img in content.select("img")] == [PIXEL]
+
+
+def test_sanitized_html_view_keeps_no_url_that_leads_back_into_the_archive(browser):
+    """With images shown, <img src="/..."> would have the reader's browser ask the archive, cookies and all."""
+    page = browser.get(f"/list/{LIST}/message/{h('relative')}/html?images=show")
+    content = page.html.select_one("div.html-mail")
+    assert [a.get("href") for a in content.select("a")] == [None, None, "#top"]
+    assert [img.get("src") for img in content.select("img")] == [None, None]
+    assert content.select_one("blockquote").get("cite") is None
+    assert "Elsewhere" in content.text and "Quoted" in content.text
 
 
 HOSTILE_HTML_CHILD = """

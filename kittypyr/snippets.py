@@ -58,9 +58,24 @@ def _words_pattern(words):
 
 @functools.lru_cache(maxsize=256)
 def _marks_pattern(words):
-    """The regular expression marking ``words`` in escaped text, cached."""
-    return re.compile("|".join(re.escape(html.escape(w)) for w in sorted(set(words), key=len, reverse=True)),
-                      re.IGNORECASE)
+    """The regular expression marking ``words`` in text, cached."""
+    return re.compile("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)), re.IGNORECASE)
+
+
+def _marked(text, words):
+    """``text`` escaped, ``words`` in <mark>.
+
+    Marked in the text before it is escaped: in escaped text "lt" would be
+    marked inside "&lt;" and break it.
+    """
+    if not words:
+        return html.escape(text)
+    pieces, last = [], 0
+    for match in _marks_pattern(tuple(words)).finditer(text):
+        pieces += [html.escape(text[last:match.start()]), f"<mark>{html.escape(match.group(0))}</mark>"]
+        last = match.end()
+    pieces.append(html.escape(text[last:]))
+    return "".join(pieces)
 
 
 def snippet(text, words):
@@ -92,7 +107,4 @@ def snippet(text, words):
     words_of_piece = " ".join(piece[: SNIPPET_CHARS * 2].split())
     shown = words_of_piece[:SNIPPET_CHARS]
     suffix = " …" if len(words_of_piece) > SNIPPET_CHARS or len(piece) > SNIPPET_CHARS * 2 else ""
-    escaped = html.escape(obfuscate_address(shown))
-    if words:
-        escaped = _marks_pattern(tuple(words)).sub(lambda m: f"<mark>{m.group(0)}</mark>", escaped)
-    return Markup(prefix + escaped + suffix)
+    return Markup(prefix + _marked(obfuscate_address(shown), words) + suffix)

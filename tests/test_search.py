@@ -187,6 +187,22 @@ def test_search_page_and_json(app):
     assert browser.get("/search-help").status_int == 200
 
 
+def test_a_word_that_is_also_an_escape_is_marked_without_breaking_the_text(tmp_path):
+    """Marked inside "&lt;", "lt" would show the reader "&lt;b>" where the mail says "<b>"."""
+    application = make_app(tmp_path)
+    try:
+        with prepare(registry=application.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], DEV),
+                            mail(1, 'Write <b> & "quotes": lt means less than, gt and amp too.\n'))
+            transaction.commit()
+        for word in ("lt", "amp", "gt"):
+            hit = TestApp(application).get("/search", params={"q": word}).html.select_one("ol.hits li")
+            assert 'Write <b> & "quotes": lt means less than' in hit.text, (word, hit)
+            assert [mark.text for mark in hit.select("mark")] == [word], (word, hit)
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
 def test_a_message_is_found_in_the_next_request(app):
     browser = TestApp(app)
     assert "0 messages found" in browser.get("/search", params={"q": "zanzibar"}).text

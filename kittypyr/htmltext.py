@@ -21,6 +21,10 @@ __all__ = ["text_of_html"]
 HIDDEN = frozenset({"script", "style", "iframe", "head", "title", "noscript", "template", "object",
                     "embed", "svg", "math", "select", "frameset", "frame"})
 
+# What a head holds. Any other element, or text, ends a head left open, as
+# browsers end it: mail often never closes its head, or opens its body in it.
+HEAD_CONTENT = frozenset({"title", "meta", "link", "style", "script", "base", "noscript", "template"})
+
 # Elements that end a paragraph: a blank line around them.
 PARAGRAPHS = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6", "table", "ul", "ol", "dl", "pre",
                         "blockquote", "hr", "form", "fieldset", "address", "figure", "center"})
@@ -48,10 +52,19 @@ class _TextMaker(HTMLParser):
         self.pre = 0
         self.links = []  # (href, length of the line's text when the link opened)
         self.list_depth = 0
+        self.in_body = False  # a head start tag after the body's start is ignored, as browsers do
 
     # -- structure ---------------------------------------------------------
 
+    def _head_ends(self):
+        """Whether the innermost hidden element is a head left open (which what comes now ends)."""
+        return self.hidden == ["head"]
+
     def handle_starttag(self, tag, attrs):
+        if tag == "head" and self.in_body:
+            return
+        if self._head_ends() and tag not in HEAD_CONTENT:
+            self.hidden.pop()
         if self.hidden:
             if tag in HIDDEN and tag not in VOID:
                 self.hidden.append(tag)
@@ -60,6 +73,8 @@ class _TextMaker(HTMLParser):
             if tag not in VOID:
                 self.hidden.append(tag)
             return
+        if tag != "html":
+            self.in_body = True
         if tag in PARAGRAPHS:
             self.paragraph()
         elif tag in LINES:
@@ -114,8 +129,12 @@ class _TextMaker(HTMLParser):
             self.line()
 
     def handle_data(self, data):
+        if self._head_ends() and data.strip():
+            self.hidden.pop()
         if self.hidden:
             return
+        if data.strip():
+            self.in_body = True
         if self.pre:
             # Preformatted text keeps its lines and spaces.
             pieces = data.split("\n")

@@ -57,6 +57,20 @@ SITE_RELATIVE = """\
 """
 
 
+@pytest.mark.parametrize("html, shown", [
+    # Real spam and newsletters: browsers show all of them.
+    ("<html><head><title>Campaign</title><meta http-equiv='Content-Type' content='text/html;'>\n"
+     "<DIV align=center>Ship anything, anywhere</DIV>\n</body></html>", "Ship anything, anywhere"),
+    ("<HTML><HEAD><style>td { color: red }</style>\n<BODY bgcolor=navy><p>Hello from the body</p></BODY></HTML>",
+     "Hello from the body"),
+    ("<HTML><body bgcolor=white><HEAD> <TITLE>ZDNet</TITLE>\n<p>Announcements this week</p></body></HTML>",
+     "Announcements this week"),
+], ids=["head-never-closed", "body-inside-head", "head-inside-body"])
+def test_a_head_left_open_or_misplaced_hides_nothing_a_browser_shows(html, shown):
+    text = text_of_html(html)
+    assert text == shown, text
+
+
 def test_html_becomes_paragraphs_with_links_and_nothing_hidden():
     text = text_of_html(NEWSLETTER)
     assert text.splitlines()[:3] == ["Release notes", "", "The new release is out. Read the full notes <https://example.org/notes>."]

@@ -751,7 +751,12 @@ class _Fields:
                 ctype = "text/plain"
         # The parser decided the structure from the unsanitized main type.
         self.maintype = ctype.partition("/")[0].strip()
-        self.ctype = ctype if _SAFE_CONTENT_TYPE.match(ctype) else "application/octet-stream"
+        if _SAFE_CONTENT_TYPE.match(ctype):
+            self.ctype = ctype
+        else:
+            # RFC 2045: what cannot be read as a type is plain text; a text
+            # type with stray characters ("text/plain>") is text all the more.
+            self.ctype = "text/plain" if self.maintype == "text" else "application/octet-stream"
         if disposition is None:
             self.disposition, self.disposition_params = None, {}
         else:
@@ -1013,7 +1018,9 @@ def _walk_body(msg, top_fields, hint, notes):
             # whole body as one string, which is best read as text.
             ctype = "text/plain"
         filename = _filename(fields, hint, notes)
-        inline = not filename and fields.disposition != "attachment"
+        # Text said to be shown inline is the body, named or not: quilt mails
+        # each patch as its only part, "inline; filename=fix.patch".
+        inline = fields.disposition == "inline" or (not filename and fields.disposition != "attachment")
         if inline and mode == _DISCARDED and ctype in ("text/plain", "text/html"):
             continue
         data = _payload_bytes(part, index, notes)

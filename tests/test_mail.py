@@ -404,6 +404,33 @@ def test_attachments_bytes_names_and_indexes():
     assert mail.attachments[3].data == b"diff --git a/x b/x\n"
 
 
+QUILT_PATCH = "Fix the cache flush.\n\nSigned-off-by: Ann <ann@example.org>\n---\n" \
+              "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n"
+
+
+def test_text_shown_inline_is_the_body_even_with_a_file_name():
+    """quilt mails each patch as its only part, "inline; filename=…": the reader must see the patch."""
+    alone = parse(make_message(body=text_part(QUILT_PATCH, disposition="inline", filename="cache-fix.patch")))
+    assert alone.body_text.startswith("Fix the cache flush.") and "+new" in alone.body_text
+    assert alone.attachments == []
+    beside = parse(make_message(body=multipart(
+        "mixed", text_part("Here is the fix.\n"),
+        text_part(QUILT_PATCH, disposition="inline", filename="0001-fix.patch"),
+        text_part("notes\n", filename="notes.txt"))))
+    assert beside.body_text.startswith("Here is the fix.") and "+new" in beside.body_text
+    assert [a.filename for a in beside.attachments] == ["notes.txt"]
+    page = parse(make_message(body=text_part("<html><body><p>Shown inline</p></body></html>", subtype="html",
+                                             disposition="inline", filename="test.html")))
+    assert page.body_text == "Shown inline"
+
+
+def test_a_text_type_with_bad_syntax_is_read_as_plain_text():
+    """RFC 2045: a Content-Type that cannot be read means text/plain; "text/plain>" is still text."""
+    raw = b"From: a@example.org\nSubject: x\nContent-Type: text/plain>\n\nTest of a text section.\n"
+    mail = parse(raw)
+    assert mail.body_text == "Test of a text section." and mail.attachments == []
+
+
 def test_rfc2047_filename_and_path_stripped():
     body = multipart(
         "mixed",

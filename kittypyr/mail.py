@@ -378,6 +378,19 @@ def _b64decode(data):
         return b""
 
 
+def _mostly_utf8(data):
+    """``data`` read as UTF-8 when most of its 8-bit characters are UTF-8, a stray byte replaced; else None.
+
+    Read as Latin-1 instead, a name in Cyrillic with one broken byte would
+    be mojibake from end to end. Latin-1 text seldom holds UTF-8 sequences
+    at all, let alone twice as many as bytes that are not.
+    """
+    text = data.decode("utf-8", "replace")
+    broken = text.count("\ufffd")
+    whole = sum(1 for character in text if character > "\x7f") - broken
+    return text if whole >= 2 and whole >= 2 * broken else None
+
+
 def _raw_header_text(value, hint, notes):
     """Text of a header value that may hold raw 8-bit bytes."""
     if value.isascii():
@@ -386,6 +399,10 @@ def _raw_header_text(value, hint, notes):
     data = value.encode("utf-8", "surrogateescape")
     text = _strict(data, "utf-8")
     if text is not None:
+        return text
+    text = _mostly_utf8(data)
+    if text is not None:
+        notes.add("raw 8-bit header bytes read as UTF-8, with bytes that are not")
         return text
     if hint:
         text = _strict(data, hint)
@@ -397,6 +414,12 @@ def _raw_header_text(value, hint, notes):
         text, used = data.decode("latin-1"), "latin-1"
     notes.add("raw 8-bit header bytes read as %s" % used)
     return text
+
+
+def header_text(value):
+    """A header's value as text, read as the sender and subject are: RFC 2047 words decoded, raw bytes read as
+    UTF-8 or their likeliest charset. ``value`` as a compat32 parser gives it (raw bytes as surrogate escapes)."""
+    return _decode_header(value, None, _Notes())
 
 
 def _decode_header(value, hint, notes):

@@ -4,10 +4,10 @@ Read on demand for the one message a page shows; archives made before a
 field was kept need nothing re-imported.
 """
 
-import email.header
 import email.parser
 import email.policy
 
+from kittypyr.mail import header_text
 from kittypyr.rendering import obfuscate_address
 
 # A header block is read from at most this many bytes of the original.
@@ -29,11 +29,11 @@ def header_block(message):
 
 
 def _decoded(value):
-    """A header value as text, RFC 2047 words decoded where they can be."""
+    """A header value as text, read as a message's sender and subject are (``kittypyr.mail.header_text``)."""
     try:
-        text = str(email.header.make_header(email.header.decode_header(value)))
-    except Exception:  # a bogus charset or a broken word: shown as it came
-        text = str(value)
+        text = header_text(str(value))
+    except Exception:  # shown as it came rather than not at all
+        text = str(value).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return " ".join(text.split())
 
 
@@ -45,8 +45,11 @@ def recipients(message):
     except Exception:  # an original that cannot be read shows no recipients rather than no page
         return {}
     found = {}
+    # raw_items: get_all would give raw 8-bit bytes as "unknown-8bit", which reads as U+FFFD.
+    raw = list(headers.raw_items())
     for field in ("To", "Cc"):
-        text = ", ".join(v for v in (_decoded(value) for value in headers.get_all(field) or ()) if v)
+        values = [value for name, value in raw if name.lower() == field.lower()]
+        text = ", ".join(v for v in (_decoded(value) for value in values) if v)
         if not text:
             continue
         if len(text) > RECIPIENTS_SHOWN_CHARS:

@@ -81,6 +81,16 @@ def test_raw_8bit_headers_utf8_then_latin1():
     assert any("8-bit" in note for note in latin.defects)
 
 
+def test_raw_utf8_with_a_stray_byte_is_still_read_as_utf8():
+    """One broken byte must not turn a whole name into Latin-1 mojibake."""
+    name = "Юникод запрещен".encode("utf-8") + b"\xf1"
+    mail = parse(make_message(headers={"From": name + b" <u@example.org>", "Subject": b"Gr\xc3\xbc\xc3\x9fe \xff"}))
+    assert mail.sender_name == "Юникод запрещен\ufffd"
+    assert mail.subject == "Grüße \ufffd"
+    # Latin-1 that happens to hold no UTF-8 sequence stays Latin-1.
+    assert parse(make_message(headers={"Subject": "Müller à Zürich".encode("latin-1")})).subject == "Müller à Zürich"
+
+
 def test_a_utf16_body_does_not_decide_how_raw_8bit_headers_read():
     # The body's charset is the usual hint for raw header bytes, but a
     # wide one reads any two bytes as a character.

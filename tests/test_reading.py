@@ -182,6 +182,25 @@ def test_expand_all_and_collapse_all_work_without_a_script(browser):
     assert not any(d.has_attr("open") for d in collapsed.html.select("article details.patch-fold"))
 
 
+def test_recipients_read_as_the_sender_and_subject_are(tmp_path):
+    """Raw UTF-8 and encoded words with a language (RFC 2231) in To and Cc, as in From and Subject."""
+    app = make_app(tmp_path)
+    raw = make_message(message_id="<to@example.org>", headers={
+        "To": "Dörte Sørensen <doerte@example.com>".encode("utf-8"),
+        "Cc": "=?iso-8859-1*sv?Q?J=F6rg_S=F6rensen?= <joerg@example.com>"})
+    try:
+        with prepare(registry=app.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], LIST), raw)
+            transaction.commit()
+        page = TestApp(app).get(f"/list/{LIST}/message/{message_id_hash('<to@example.org>')}/")
+        fields = {dt.text: dd.text.strip() for dt, dd in zip(page.html.select("dl.headers dt"),
+                                                              page.html.select("dl.headers dd"))}
+        assert fields["To"] == "Dörte Sørensen <doerte at example.com>"
+        assert fields["Cc"] == "Jörg Sörensen <joerg at example.com>"
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 def test_message_page_heading_headers_and_identifier(browser):
     page = browser.get(message_url("cover"))
     assert page.html.h1.text == "[PATCH 0/2] mips: fix the cache flush"

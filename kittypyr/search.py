@@ -36,6 +36,7 @@ from repoze.catalog.query import And, Any, Contains, Eq, InRange
 
 from kittypyr.catalog import make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
+from kittypyr.lexicon import split_words
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
@@ -134,6 +135,13 @@ class ParsedSearch:
     start: datetime = None
     end: datetime = None  # exclusive
     problems: list = field(default_factory=list)
+    asked_words: bool = False  # the query had words or phrases to search, indexed or not
+    unsearchable: bool = False  # ... and none of them holds a word the index has: nothing is found
+
+    @property
+    def has_fields(self):
+        return bool(self.subject or self.senders or self.lists or self.tags or self.has_attachment
+                    or self.files or self.kinds or self.start or self.end)
 
     @property
     def highlight_words(self):
@@ -285,6 +293,9 @@ def parse_search(query, limits=DEFAULT_LIMITS):
                 parsed.problems.append(f"Unknown field “{name}:” — searched as words.")
                 value, name = f"{name} {value}", None
         if name is None or zones:
+            parsed.asked_words = True
+            if "*" in value:
+                _tell(parsed, f"A * does not search by a word's beginning: “{value}” was searched as whole words.")
             term = _quoted(value, parsed, limits, zones)
             if term is None:
                 continue
@@ -298,7 +309,32 @@ def parse_search(query, limits=DEFAULT_LIMITS):
             continue
         pending_or = False
         _parse_field(parsed, name, value, limits)
+    _settle_words(parsed, query)
     return parsed
+
+
+def _settle_words(parsed, query):
+    """What of ``parsed``'s words is searched, once the whole query is read.
+
+    A word left out with nothing else to search (a pasted flag, "-O2")
+    would find every other message: it is searched instead. Words the index
+    does not keep (the commonest, such as "the"; signs that are no letter
+    or digit) are dropped; a query of nothing else finds nothing, rather
+    than everything, and says why.
+    """
+    if parsed.excluded and not parsed.groups and not parsed.has_fields:
+        named = ", ".join(f"“-{term}”" for term in parsed.excluded)
+        _tell(parsed, f"A minus sign leaves a word out only beside something to search: {named} "
+                      "searched as words.")
+        parsed.groups = [[term] for term in parsed.excluded]
+        parsed.excluded = []
+    kept = [[term for term in group if split_words(" ".join(term.words))] for group in parsed.groups]
+    parsed.groups = [group for group in kept if group]
+    parsed.excluded = [term for term in parsed.excluded if split_words(" ".join(term.words))]
+    if parsed.asked_words and not parsed.groups and not parsed.excluded:
+        _tell(parsed, f"“{query.strip()}” holds no word to search: the commonest words (the, a, to…) and "
+                      "signs other than letters and digits are not indexed.")
+        parsed.unsearchable = not parsed.has_fields
 
 
 def _parse_field(parsed, name, value, limits):
@@ -495,6 +531,8 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
     """
     parsed = parse_search(query, limits)
     found = MessageQuery(problems=list(parsed.problems), highlight_words=parsed.highlight_words)
+    if parsed.unsearchable:
+        return found
     scope = [a for a in visible_lists if mlist is None or a == mlist.lower()]
     if parsed.lists:
         scope = [a for a in scope if any(a == w or a.split("@")[0] == w for w in parsed.lists)]

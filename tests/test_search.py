@@ -203,6 +203,27 @@ def test_a_word_that_is_also_an_escape_is_marked_without_breaking_the_text(tmp_p
         application.registry._zodb_databases[""].close()
 
 
+def test_a_query_of_only_a_left_out_word_searches_the_word(app):
+    """A pasted flag (-O2, --enable-foo) left every other message found, and said nothing."""
+    ids, results = found(app, "-bears")
+    assert ids == [3]
+    assert any("minus sign" in problem for problem in results.problems), results.problems
+    # Beside something to search, a minus sign still leaves a word out.
+    assert found(app, "quick -bears")[0] == [1, 2, 5, 6]
+
+
+@pytest.mark.parametrize("query", ["the", "to be or not to be", "🎉", '"a"'])
+def test_a_query_with_no_word_to_search_finds_nothing_and_says_why(app, query):
+    ids, results = found(app, query)
+    assert ids == [] and results.total == 0
+    assert any("no word" in problem for problem in results.problems), results.problems
+
+
+def test_a_star_says_that_words_are_not_searched_by_their_beginning(app):
+    ids, results = found(app, "bear*")
+    assert any("*" in problem and "beginning" in problem for problem in results.problems), results.problems
+
+
 def test_a_message_is_found_in_the_next_request(app):
     browser = TestApp(app)
     assert "0 messages found" in browser.get("/search", params={"q": "zanzibar"}).text

@@ -103,7 +103,10 @@ class Memberships:
 
     def _fetch(self, registry, address):
         client = mailman_client(registry)
-        if client is None:
+        if client is None or "*" in address:
+            # Mailman reads a subscriber with "*" as a pattern of addresses and
+            # names ("*@example.org": every member there): such an address
+            # would hold everyone's roles. It can hold none of its own.
             return frozenset(), self.ttl
         try:
             _, found = client._connection.call("members/find", {"subscriber": address})
@@ -111,8 +114,11 @@ class Memberships:
             log.warning("could not fetch the list roles of %s from Mailman: %r", address, exc)
             return frozenset(), self.failure_ttl
         entries = (found or {}).get("entries", [])
+        # Found by the address itself, each entry names it (as the member's own
+        # address or its user's preferred one): any other is not this reader's.
         return frozenset((entry["list_id"], entry["role"]) for entry in entries
-                         if entry.get("role") in ROLES), self.ttl
+                         if entry.get("role") in ROLES and (entry.get("email") or "").lower() == address.lower()),\
+            self.ttl
 
 
 memberships = Memberships()

@@ -173,6 +173,20 @@ def test_a_private_list_is_closed_to_all_but_its_members(stack):
         assert reader.get("api/search", params={"q": "zanzibarium"}).json()["count"] == 0
 
 
+def test_an_address_that_is_a_pattern_to_mailman_gets_no_one_elses_roles(stack):
+    """Mailman reads a subscriber with "*" as a pattern: "*@example.org" would find every member there."""
+    path = post(stack, 12, "Board only", to=PRIVATE)
+    member = stack.archive.reader()
+    member.log_in(MEMBER, PASSWORD)
+    wait_until(lambda: member.get(path).status_code == 200)
+    stack.create_user("*@example.org", "Pattern", PASSWORD)
+    pattern = stack.archive.reader()
+    pattern.log_in("*@example.org", PASSWORD)
+    assert "Pattern" in pattern.get("/").text  # logged in
+    assert pattern.get(path).status_code == 403
+    assert pattern.get(f"list/{PRIVATE}/").status_code == 403
+
+
 def test_a_reply_from_the_web_goes_through_mailman_into_the_same_thread(stack):
     parent = post(stack, 20, "Which compiler?")
     archived(stack, parent)

@@ -153,11 +153,12 @@ def signup(context, request):
     password = request.POST.get("password", "")
     if not _ADDRESS.match(values["address"]):
         return _signup_form(request, values, "Please give a valid e-mail address.", 400)
-    if not _LOGIN_ADDRESS.match(values["address"]):
+    if not _LOGIN_ADDRESS.match(values["address"]) or "*" in values["address"]:
         # Mailman would take it, but could find it neither to confirm it nor
-        # to log in (see _LOGIN_ADDRESS).
+        # to log in (see _LOGIN_ADDRESS); "*" it reads as a pattern of other
+        # members' addresses (see Memberships._fetch).
         return _signup_form(request, values, (
-            "An address with /, ?, # or a %-escape in it cannot be used for an account here."), 400)
+            "An address with /, ?, #, * or a %-escape in it cannot be used for an account here."), 400)
     if len(password) < MIN_PASSWORD_LENGTH:
         return _signup_form(request, values,
                             f"Please choose a password of at least {MIN_PASSWORD_LENGTH} characters.", 400)

@@ -116,9 +116,10 @@ class Memberships:
         entries = (found or {}).get("entries", [])
         # Found by the address itself, each entry names it (as the member's own
         # address or its user's preferred one): any other is not this reader's.
-        return frozenset((entry["list_id"], entry["role"]) for entry in entries
-                         if entry.get("role") in ROLES and (entry.get("email") or "").lower() == address.lower()),\
-            self.ttl
+        own = address.lower()
+        roles = frozenset((entry["list_id"], entry["role"]) for entry in entries
+                          if entry.get("role") in ROLES and (entry.get("email") or "").lower() == own)
+        return roles, self.ttl
 
 
 memberships = Memberships()

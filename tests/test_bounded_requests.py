@@ -132,12 +132,13 @@ def test_the_limits_come_from_the_settings(tmp_path):
 
 
 def test_parse_search_takes_its_limits():
-    parsed = parse_search("a b c d", SearchLimits(max_terms=3))
-    assert parsed.groups == [["a"], ["b"], ["c"]] and parsed.problems
-    parsed = parse_search('"a b c d e"', SearchLimits(max_phrase_words=2))
-    assert parsed.groups == [['"a b"']]
-    parsed = parse_search("a OR b OR c OR d", SearchLimits(max_or_branches=2))
-    assert parsed.groups == [["a", "b"]]
+    # Words the index keeps: "a" is one it does not (too common), dropped from any query.
+    parsed = parse_search("ant bee cat dog", SearchLimits(max_terms=3))
+    assert parsed.groups == [["ant"], ["bee"], ["cat"]] and parsed.problems
+    parsed = parse_search('"ant bee cat dog elk"', SearchLimits(max_phrase_words=2))
+    assert parsed.groups == [['"ant bee"']]
+    parsed = parse_search("ant OR bee OR cat OR dog", SearchLimits(max_or_branches=2))
+    assert parsed.groups == [["ant", "bee"]]
 
 
 # Page numbers: past the end, negative, garbage

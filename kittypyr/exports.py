@@ -345,10 +345,8 @@ def mbox_response(request, filename, docids):
     """A response streaming the messages ``docids`` as ``filename``."""
     response = Response(content_type="application/gzip")
     response.content_disposition = f'attachment; filename="{filename}"'
-    if request.user is not None:
-        # The export may hold a private list's mail: no shared cache keeps it.
-        response.cache_control.private = True
-    response.vary = ("Cookie",)
+    # It may hold a private list's mail: kept from shared caches as every
+    # answer to a reader with a session is (kittypyr.security).
     response.app_iter = stream_mbox(get_connection(request).db(), docids)
     return response
 

@@ -489,32 +489,31 @@ class FullTextIndex(OkapiIndex):
             count = max(1.0, count - unseen.count)
         return count, mean_length
 
-    def _frequency(self, postings):
+    def _frequency(self, postings, docids=None):
         """How many documents hold the word of ``postings`` (as ``_wordinfo`` holds them), for its weight.
 
-        Those the reader may not see are left out (``ranked_without``).
+        Those the reader may not see are left out (``ranked_without``);
+        ``docids``: the word's, when the caller has read them already.
         """
         total = _doc_count(postings)
         unseen = _unseen.get()
         if unseen is None or total > SEEN_FREQUENCY_UP_TO:
             return total
-        docids = np.frombuffer(packed_postings(postings), dtype="<i4")[0::2]
+        if docids is None:
+            docids = np.frombuffer(packed_postings(postings), dtype="<i4")[0::2]
         return max(1, total - unseen.among(docids.tolist()))
-
-    def _postings(self, wid):
-        postings = self._wordinfo.get(wid)
-        if postings is None:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
-        return pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
 
     def word_scores(self, wid, zones=0):
         """``Scored`` of the documents holding word ``wid`` (in one of ``zones``, if given)."""
-        docids, values = self._postings(wid)
+        postings = self._wordinfo.get(wid)
+        if postings is None:
+            return EMPTY
+        pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
+        docids, values = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
         if not len(docids):
             return EMPTY
         count, mean_length = self._statistics()
-        idf = inverse_doc_frequency(self._frequency(self._wordinfo.get(wid)), count)
+        idf = inverse_doc_frequency(self._frequency(postings, docids), count)
         if zones:
             keep = ((values >> ZONE_SHIFT) & zones) != 0
             docids, values = docids[keep], values[keep]

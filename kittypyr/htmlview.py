@@ -47,16 +47,19 @@ def decoded_html(data):
     return decode_bytes(data, match.group(1).decode("ascii") if match else None)
 
 
+def _as_read(url):
+    """``url`` as a browser reads its start: without tabs, newlines and leading blanks or controls, in lower case."""
+    return _TAB_OR_NEWLINE.sub("", url).lstrip(_C0_OR_SPACE).lower()
+
+
 def _is_data_url(value):
     """True when a browser reads ``value`` as a data: URL (any case, blanks and controls around it)."""
-    url = _TAB_OR_NEWLINE.sub("", value).lstrip(_C0_OR_SPACE)
-    return url[:5].lower() == "data:"
+    return _as_read(value).startswith("data:")
 
 
 def _is_absolute_web_url(value):
     """True when ``value`` names its scheme, http or https, as a browser reads it."""
-    url = _TAB_OR_NEWLINE.sub("", value).lstrip(_C0_OR_SPACE).lower()
-    return url.startswith(("http://", "https://"))
+    return _as_read(value).startswith(("http://", "https://"))
 
 
 def sanitized_html(html, images=False):

@@ -136,12 +136,16 @@ class ParsedSearch:
     end: datetime = None  # exclusive
     problems: list = field(default_factory=list)
     asked_words: bool = False  # the query had words or phrases to search, indexed or not
-    unsearchable: bool = False  # ... and none of them holds a word the index has: nothing is found
 
     @property
     def has_fields(self):
         return bool(self.subject or self.senders or self.lists or self.tags or self.has_attachment
                     or self.files or self.kinds or self.start or self.end)
+
+    @property
+    def unsearchable(self):
+        """Words were asked, none of them one the index has, and nothing else: nothing is found."""
+        return self.asked_words and not (self.groups or self.excluded or self.has_fields)
 
     @property
     def highlight_words(self):
@@ -334,7 +338,6 @@ def _settle_words(parsed, query):
     if parsed.asked_words and not parsed.groups and not parsed.excluded:
         _tell(parsed, f"“{query.strip()}” holds no word to search: the commonest words (the, a, to…) and "
                       "signs other than letters and digits are not indexed.")
-        parsed.unsearchable = not parsed.has_fields
 
 
 def _parse_field(parsed, name, value, limits):

@@ -414,7 +414,7 @@ def my_page(context, request):
     reader = request.reader
     voted = votes.voted_messages(archive, reader, addresses) if reader is not None else []
     favourites = readers.favourite_threads(archive, reader, addresses) if reader is not None else []
-    request.response.cache_control.private = True
+    # Private to the reader as every answer to a session is (kittypyr.security); asked again each time.
     request.response.cache_control.no_cache = True
     return {
         "user": user,

@@ -164,12 +164,11 @@ def set_validators(request, last_modified, *parts):
     user = request.user
     if user is not None:
         # The page names the reader and carries their form token (and the
-        # notices of what they just did).
+        # notices of what they just did); kittypyr.security keeps it private
+        # to them, as every answer to a reader with a session.
         parts += (user.address, request.session.get_csrf_token(), *request.session.peek_flash())
-        response.cache_control.private = True
         if request.session.peek_flash():
             return  # a notice shown once: never answered by "not modified"
-    response.vary = ("Cookie",)
     if last_modified is not None:
         response.last_modified = last_modified
     digest = hashlib.sha1("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()[:20]

@@ -30,13 +30,14 @@ from itertools import compress
 
 import numpy as np
 from markupsafe import Markup
-from pyramid.traversal import find_resource, find_root
+from pyramid.traversal import find_resource, find_root, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
-from repoze.catalog.query import And, Any, Contains, Eq, InRange
+from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 
 from kittypyr.catalog import make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
 from kittypyr.lexicon import split_words
+from kittypyr.msgid import message_id_hash
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
@@ -47,7 +48,7 @@ from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
 from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
 
-FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before", "file", "is",
+FIELDS = ("from", "subject", "list", "tag", "has", "date", "after", "before", "file", "is", "id",
           "quoted", "own", "patch", "added", "removed")
 # Fields that search words in one zone of the text (see kittypyr.zones).
 ZONE_FIELDS = {"quoted": QUOTED, "own": OWN, "patch": PATCH, "added": ADDED, "removed": REMOVED}
@@ -60,6 +61,10 @@ log = logging.getLogger(__name__)
 _TOKEN = re.compile(r'(-?)(?:(\w+):)?("[^"]*"?|\S+)')
 _DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
 _WORD_CHARS = re.compile(r"\w+", re.UNICODE)
+# A Message-ID as mail clients, logs and bounces show it; bare, it is searched as ``id:``.
+_BRACKETED_ID = re.compile(r"^<[^<>\s]+@[^<>\s]+>$")
+# The hash a message's URL ends with.
+_ID_HASH = re.compile(r"^[A-Za-z2-7]{32}$")
 
 
 def get_subject(obj, default):
@@ -132,6 +137,7 @@ class ParsedSearch:
     has_attachment: bool = False
     files: list = field(default_factory=list)  # file: keys
     kinds: list = field(default_factory=list)  # is: values
+    message_ids: list = field(default_factory=list)  # id: values, without their <>
     start: datetime = None
     end: datetime = None  # exclusive
     problems: list = field(default_factory=list)
@@ -140,7 +146,7 @@ class ParsedSearch:
     @property
     def has_fields(self):
         return bool(self.subject or self.senders or self.lists or self.tags or self.has_attachment
-                    or self.files or self.kinds or self.start or self.end)
+                    or self.files or self.kinds or self.message_ids or self.start or self.end)
 
     @property
     def unsearchable(self):
@@ -279,6 +285,8 @@ def parse_search(query, limits=DEFAULT_LIMITS):
         if name is None and value == "OR" and not negative:
             pending_or = bool(parsed.groups)
             continue
+        if name is None and _BRACKETED_ID.match(value):
+            name = "id"
         zones = ZONE_FIELDS.get((name or "").lower(), 0)
         joins_or = pending_or and (name is None or zones) and not negative
         if joins_or and len(parsed.groups[-1]) >= limits.max_or_branches:
@@ -379,6 +387,12 @@ def _parse_field(parsed, name, value, limits):
             parsed.problems.append(f"“file:{value}” is not a file path.")
         else:
             parsed.files.append(key)
+    elif name == "id":
+        value = value.strip().removeprefix("<").removesuffix(">")
+        if value:
+            parsed.message_ids.append(value)
+        else:
+            parsed.problems.append("“id:” needs a Message-ID.")
     elif name == "is":
         if value.lower() in KINDS:
             parsed.kinds.append(value.lower())
@@ -577,6 +591,12 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
             conditions.append(Any("file", keys))
     for kind in parsed.kinds:
         conditions.append(Eq("is", kind))
+    if parsed.message_ids:
+        docids, problems = _messages_by_id(archive, scope, parsed.message_ids)
+        found.problems.extend(problems)
+        if not docids:
+            return found
+        conditions.append(InDocuments(docids, archive.catalog.family))
 
     found.scope = scope
     found.conditions = conditions
@@ -588,6 +608,53 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
     found.catalog_query = catalog_query
     found.has_text = bool(parsed.groups)
     return found
+
+
+class InDocuments(Query):
+    """A condition of the catalog that holds for ``docids`` alone (what ``id:`` found)."""
+
+    # Messages only: a search of nothing else need not ask the whole list's set.
+    index_name = "message_id"
+
+    def __init__(self, docids, family):
+        self.docids = family.IF.Set(docids)
+
+    def __str__(self):
+        return f"InDocuments({list(self.docids)})"
+
+    def _apply(self, catalog, names):
+        return self.docids
+
+
+def _messages_by_id(archive, scope, message_ids):
+    """``(docids, problems)``: the messages of the lists in ``scope`` stored under any of ``message_ids``.
+
+    Each is a Message-ID or the hash a message's URL ends with. A message
+    deleted by its list's administrators is told as such; one of a list out
+    of scope is not told apart from one never archived.
+    """
+    docids, problems = [], []
+    document_map = archive.document_map
+    for message_id in message_ids:
+        names = {message_id_hash(message_id)}
+        if _ID_HASH.match(message_id):
+            names.add(message_id.upper())
+        held = deleted = False
+        for address in scope:
+            messages = archive.lists[address].messages
+            for name in names:
+                message = messages.get(name)
+                if message is not None:
+                    docid = document_map.docid_for_address(resource_path(message))
+                    if docid is not None:
+                        docids.append(docid)
+                        held = True
+                elif name in messages.tombstones:
+                    deleted = True
+        if not held:
+            problems.append(f"The message <{message_id}> was deleted from the archive." if deleted
+                            else f"No message with the Message-ID <{message_id}> is in these lists.")
+    return docids, problems
 
 
 def unseen_by(archive, visible_lists):
@@ -696,7 +763,8 @@ def _all_lists_in(archive, scope):
 
 
 # Indexes that hold messages only (not threads).
-MESSAGE_INDEXES = frozenset({"sender", "has_attachment", "file", "is", "subject", "text"})
+MESSAGE_INDEXES = frozenset({"sender", "has_attachment", "file", "is", "subject", "text",
+                             InDocuments.index_name})
 
 
 def _filtered(archive, asked):

@@ -243,3 +243,50 @@ def test_one_per_thread_finding_nothing_shows_an_empty_page(app, query):
         assert shown.html.select("ol.hits li") == []
         data = browser.get("/api/search", params={"q": query, "group": "thread", "page": page}).json
         assert (data["count"], data["threads"], data["results"]) == (0, 0, [])
+
+
+def test_a_message_id_finds_its_message(app):
+    """A Message-ID pasted from a mail client, a log or a bounce finds that message: bare in
+    angle brackets, after ``id:``, or as the hash in its URL."""
+    from kittypyr.msgid import message_id_hash
+
+    assert found(app, "<s3@example.org>")[0] == [3]
+    assert found(app, "id:s3@example.org")[0] == [3]
+    assert found(app, "id:<s3@example.org>")[0] == [3]
+    assert found(app, "id:" + message_id_hash("<s3@example.org>").lower())[0] == [3]
+    assert found(app, "id:s3@example.org quick")[0] == [3]
+    assert found(app, "id:s3@example.org jumps")[0] == []
+    assert found(app, "id:s1@example.org OR id:s6@example.org")[0] == [1, 6]
+    ids, results = found(app, "<nothing@example.org>")
+    assert ids == [] and any("nothing@example.org" in p for p in results.problems)
+    # Another list's message, when the search is in one list, or the list is not the reader's.
+    assert found(app, "<s6@example.org>", mlist=DEV)[0] == []
+    ids, hidden = found(app, "<s6@example.org>", lists=(DEV,))
+    unknown = found(app, "<s7@example.org>", lists=(DEV,))[1].problems
+    assert ids == [] and hidden.problems == [p.replace("s7@", "s6@") for p in unknown]
+
+
+def test_a_message_id_of_a_deleted_message_says_it_was_deleted(tmp_path):
+    from kittypyr.moderation import delete_messages
+    from kittypyr.msgid import message_id_hash
+    from kittypyr.security import User
+
+    application = make_app(tmp_path)
+    try:
+        with prepare(registry=application.registry) as env:
+            mailing_list = ensure_mailing_list(env["root"], DEV)
+            archive_message(mailing_list, mail(1, "Gone soon.\n"))
+            delete_messages(mailing_list, [message_id_hash("<s1@example.org>")], User("mod@example.org", "Mod"))
+            transaction.commit()
+        ids, results = found(application, "<s1@example.org>", lists=(DEV,))
+        assert ids == [] and any("deleted" in p for p in results.problems)
+        page = TestApp(application).get("/search", params={"q": "id:s1@example.org"})
+        assert "deleted" in page.html.select_one("ul.problems").text
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
+def test_the_search_page_finds_a_pasted_message_id(app):
+    page = TestApp(app).get("/search", params={"q": "<s4@example.org>"})
+    assert "1 message found" in page.text
+    assert "Kernel oops" in page.html.select_one("ol.hits li").text

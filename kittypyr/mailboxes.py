@@ -313,6 +313,12 @@ class _Decompressing:
     the data decoded so far and the error is raised by the following call.
     Each decompressor checks its member's or stream's checksum itself.
 
+    bzip2 checks a block only once it has given all of it, and a damaged
+    block can decode to other text before it fails: what a bzip2 stream
+    gives is held until its block is whole and checked (the decompressor
+    then asks for input), at most a block's text (900 kB of mail, more for
+    long runs of one byte).
+
     Damage where a member starts (bytes after the last member that are no
     member, as gzip(1) reads with "trailing garbage ignored", or a member
     cut or corrupt from its first byte) ends the data there instead, for
@@ -327,11 +333,13 @@ class _Decompressing:
     def __init__(self, path, new_decompressor):
         self._fh = open(path, "rb", buffering=0)
         self._new_decompressor = new_decompressor
+        self._checked_by_block = new_decompressor is bz2.BZ2Decompressor
+        self._unchecked = []  # what the current bzip2 block gave so far
         self._decompressor = None  # None between members
         self._pending = b""  # compressed bytes not yet given to the decompressor
         self._error = None
         self._eof = False
-        self._member_output = 0  # bytes the current member has given so far
+        self._member_output = 0  # bytes the current member has given so far (checked, for bzip2)
         self.damage_after_end = None
 
     def __enter__(self):
@@ -372,10 +380,15 @@ class _Decompressing:
                 else:
                     self._pending = b""
                 if data:
-                    parts.append(data)
-                    got += len(data)
-                    self._member_output += len(data)
+                    self._unchecked.append(data)
+                if not self._checked_by_block or decompressor.eof or decompressor.needs_input:
+                    given = sum(map(len, self._unchecked))
+                    parts.extend(self._unchecked)
+                    got += given
+                    self._member_output += given
+                    self._unchecked = []
         except (EOFError, _CorruptData) as exc:
+            self._unchecked = []
             if self._member_output == 0:
                 self.damage_after_end = exc
                 self._eof = True

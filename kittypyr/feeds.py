@@ -299,6 +299,8 @@ def key_holder(request):
 
 def _principals_of(registry, address):
     """What ``address`` would be allowed as if it had logged in: its roles come from Mailman."""
+    if not memberships.has_account(registry, address):
+        return [Everyone]
     found = [Everyone, Authenticated, f"user:{address}"]
     if address in site_admins(registry):
         found.append(SITE_ADMIN)

@@ -5,7 +5,8 @@ logs in with their Mailman address and password, and their roles on lists
 (member, owner, moderator) come from Mailman, cached for a minute. The
 session only remembers who logged in, in a signed cookie, and the account's
 session generation at the time: logging out raises the generation in the
-archive, which ends every copy of the cookie (``end_sessions``).
+archive, which ends every copy of the cookie (``end_sessions``); an account
+deleted in Mailman ends its sessions within that minute.
 
 Permissions are checked against the ``__acl__`` of the resources (see
 ``MailingList.__acl__``) with these principals:
@@ -70,11 +71,14 @@ class User:
 
 
 class Memberships:
-    """Each address's roles on lists, from Mailman core, kept for a minute.
+    """What Mailman core says of each address: whether its account is still
+    there, and its roles on lists; kept for a minute
+    (``kittypyr.mailman_roles_ttl`` seconds).
 
     Per process: every waitress process asks Mailman at most once a minute
     for a given reader. When Mailman cannot be reached the reader has no
-    roles (private lists stay closed) and the failure is logged.
+    roles (private lists stay closed), keeps their session, and the failure
+    is logged.
     """
 
     def __init__(self, ttl=MEMBERSHIP_TTL, failure_ttl=MEMBERSHIP_FAILURE_TTL, clock=time.monotonic):
@@ -86,15 +90,23 @@ class Memberships:
 
     def roles(self, registry, address):
         """A frozenset of ``(list_id, role)`` pairs for ``address``."""
+        return self._known(registry, address)[0]
+
+    def has_account(self, registry, address):
+        """Whether Mailman still has an account of ``address``: deleted there, its sessions end."""
+        return self._known(registry, address)[1]
+
+    def _known(self, registry, address):
         now = self.clock()
         with self.lock:
             entry = self.entries.get(address)
         if entry is not None and entry[0] > now:
-            return entry[1]
-        roles, ttl = self._fetch(registry, address)
+            return entry[1:]
+        ttl = float(registry.settings.get("kittypyr.mailman_roles_ttl") or self.ttl)
+        roles, exists, failed = self._fetch(registry, address)
         with self.lock:
-            self.entries[address] = (now + ttl, roles)
-        return roles
+            self.entries[address] = (now + (min(ttl, self.failure_ttl) if failed else ttl), roles, exists)
+        return roles, exists
 
     def forget(self, address):
         """Drop what is known of ``address``: its roles just changed here."""
@@ -102,24 +114,43 @@ class Memberships:
             self.entries.pop(address, None)
 
     def _fetch(self, registry, address):
+        """``(roles, account exists, failed)`` from Mailman."""
         client = mailman_client(registry)
-        if client is None or "*" in address:
-            # Mailman reads a subscriber with "*" as a pattern of addresses and
-            # names ("*@example.org": every member there): such an address
-            # would hold everyone's roles. It can hold none of its own.
-            return frozenset(), self.ttl
+        if client is None:
+            return frozenset(), True, False
         try:
+            if not _has_account(client, address):
+                return frozenset(), False, False
+            if "*" in address:
+                # Mailman reads a subscriber with "*" as a pattern of addresses and
+                # names ("*@example.org": every member there): such an address
+                # would hold everyone's roles. It can hold none of its own.
+                return frozenset(), True, False
             _, found = client._connection.call("members/find", {"subscriber": address})
         except Exception as exc:  # refused connections, timeouts and HTTP errors alike
-            log.warning("could not fetch the list roles of %s from Mailman: %r", address, exc)
-            return frozenset(), self.failure_ttl
+            log.warning("could not fetch the account and list roles of %s from Mailman: %r", address, exc)
+            return frozenset(), True, True
         entries = (found or {}).get("entries", [])
         # Found by the address itself, each entry names it (as the member's own
         # address or its user's preferred one): any other is not this reader's.
         own = address.lower()
         roles = frozenset((entry["list_id"], entry["role"]) for entry in entries
                           if entry.get("role") in ROLES and (entry.get("email") or "").lower() == own)
-        return roles, self.ttl
+        return roles, True, False
+
+
+def _has_account(client, address):
+    """Whether Mailman has a user of ``address`` (what logging in checks the password of)."""
+    from urllib.error import HTTPError
+    from urllib.parse import quote
+
+    try:
+        client._connection.call(f"users/{quote(address, safe='@')}")
+    except HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise
+    return True
 
 
 memberships = Memberships()
@@ -137,6 +168,8 @@ def current_user(request):
     # Sessions from before logouts were recorded have no generation: 0, the
     # generation of an account that has not logged out since.
     if data.get("generation", 0) != session_generation(request, data["address"]):
+        return None
+    if not memberships.has_account(request.registry, data["address"]):
         return None
     return User(data["address"], data.get("display_name", ""), data.get("user_id", ""))
 

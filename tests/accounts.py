@@ -39,9 +39,15 @@ class FakeMailman:
             raise LoginRefused(address)
         return address, self.names[address], f"id-{address}"
 
+    def remove_user(self, address):
+        """Delete the account, as a Mailman administrator can."""
+        del self.passwords[address], self.names[address], self.roles[address]
+        security.memberships.forget(address)
+
     def fetch(self, registry, address):
         roles = self.roles.get(address, ())
-        return frozenset((security.list_id_of(list_address), role) for list_address, role in roles), 60
+        roles = frozenset((security.list_id_of(list_address), role) for list_address, role in roles)
+        return roles, address in self.passwords, False
 
 
 def forget_login_failures(app):

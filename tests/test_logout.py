@@ -95,6 +95,17 @@ def test_logging_out_ends_the_accounts_sessions_in_other_browsers_too(site, mail
     assert_anonymous(phone)
 
 
+def test_an_account_deleted_in_mailman_ends_its_sessions(site, mailman):
+    """A Mailman administrator deletes an account: its signed cookies no longer log anyone in."""
+    browser = TestApp(site)
+    log_in(browser, MEMBER)
+    copied = browser.cookies[COOKIE]
+    assert "Budget" in browser.get(f"/list/{PRIVATE}/").text
+    mailman.remove_user(MEMBER)  # and a minute passes
+    assert_anonymous(browser)
+    assert_anonymous(replay(site, copied))
+
+
 def shared_app(folder, storage):
     folder.mkdir()
     return main({}, **{

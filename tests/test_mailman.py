@@ -187,6 +187,20 @@ def test_an_address_that_is_a_pattern_to_mailman_gets_no_one_elses_roles(stack):
     assert pattern.get(f"list/{PRIVATE}/").status_code == 403
 
 
+def test_an_account_deleted_in_mailman_is_logged_out_of_the_archive(stack):
+    path = post(stack, 13, "Board only, again", to=PRIVATE)
+    leaving = "leaving@example.org"
+    stack.create_user(leaving, "Leaving Member", PASSWORD, stack.core.client().get_list(PRIVATE))
+    reader = stack.archive.reader()
+    reader.log_in(leaving, PASSWORD)
+    wait_until(lambda: reader.get(path).status_code == 200)
+    assert "Leaving Member" in reader.get("/").text
+    stack.core.client().get_user(leaving).delete()
+    wait_until(lambda: reader.get(path).status_code == 403, timeout=30)
+    front = reader.get("/").text
+    assert "Leaving Member" not in front and "Log in" in front
+
+
 def test_a_reply_from_the_web_goes_through_mailman_into_the_same_thread(stack):
     parent = post(stack, 20, "Which compiler?")
     archived(stack, parent)

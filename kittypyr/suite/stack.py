@@ -126,12 +126,13 @@ class MailmanStack:
     """The three servers in ``folder``: ``core``, ``sink`` (the MTA) and ``archive``."""
 
     def __init__(self, folder, archiver_key, secret, admins=(), archive_port=None, smtp_port=None,
-                 sync_ttl=2, log_level="WARNING"):
+                 sync_ttl=2, roles_ttl=2, log_level="WARNING"):
         self.folder = Path(folder)
         self.archiver_key = archiver_key
         self.secret = secret
         self.admins = tuple(admins)
         self.sync_ttl = sync_ttl
+        self.roles_ttl = roles_ttl
         self.log_level = log_level
         self.archive = ArchiveServer(self.folder, archive_port)
         self.sink = SMTPSink(relay=self._relay, port=smtp_port)
@@ -149,6 +150,7 @@ class MailmanStack:
             "kittypyr.mailman_user": self.core.rest_user,
             "kittypyr.mailman_password": self.core.rest_password,
             "kittypyr.mailman_sync_ttl": self.sync_ttl,
+            "kittypyr.mailman_roles_ttl": self.roles_ttl,
             "kittypyr.secret": self.secret,
             "kittypyr.admins": " ".join(self.admins),
             "kittypyr.smtp_host": "127.0.0.1",

@@ -19,6 +19,7 @@ from repoze.catalog.document import DocumentMap
 from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from repoze.catalog.indexes.text import CatalogTextIndex
+from repoze.catalog.query import Query
 from ZODB.broken import Broken
 
 from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
@@ -393,16 +394,44 @@ def search(archive, query, sort_index=None, limit=None, reverse=False):
     total, docids = archive.catalog.query(
         query, sort_index=sort_index, limit=limit, reverse=reverse
     )
+    return total.total if hasattr(total, "total") else total, resources_of(archive, docids)
 
-    def resources():
-        address_for = archive.document_map.address_for_docid
-        for docid in docids:
-            path = address_for(docid)
-            resource = None if path is None else _resolve(archive, docid, path)
-            if resource is not None:
-                yield resource
 
-    return total.total if hasattr(total, "total") else total, resources()
+def resources_of(archive, docids):
+    """The resources of ``docids``, lazily, in their order; a docid whose resource is gone is skipped with a log line."""
+    address_for = archive.document_map.address_for_docid
+    for docid in docids:
+        path = address_for(docid)
+        resource = None if path is None else _resolve(archive, docid, path)
+        if resource is not None:
+            yield resource
+
+
+class Narrowed(Query):
+    """The documents ``query`` finds whose values in field indexes are among ``values``.
+
+    ``Narrowed(Eq("sender", address), list=addresses)``: each document
+    found is tested through each index's value of it. ``Eq("list", ...)``
+    or ``Eq("kind", ...)`` would take the index's whole set of that value
+    (every message of a list, every message of the archive), which an
+    ``And`` then intersects: a cost that grows with the list and the
+    archive. A narrow query (one sender's, one thread's, one tag's) finds
+    few documents, and testing those costs what it finds.
+    """
+
+    def __init__(self, query, **values):
+        self.query = query
+        self.values = {name: frozenset([value] if isinstance(value, str) else value)
+                       for name, value in values.items()}
+
+    def __str__(self):
+        return f"Narrowed({self.query}, {self.values})"
+
+    def _apply(self, catalog, names):
+        found = self.query._apply(catalog, names)
+        tests = [(catalog[name]._rev_index.get, wanted) for name, wanted in self.values.items()]
+        return catalog.family.IF.Set(
+            [docid for docid in found if all(value_of(docid) in wanted for value_of, wanted in tests)])
 
 
 def search_page(archive, query, start, size, sort_index, reverse=False):
@@ -416,14 +445,7 @@ def search_page(archive, query, start, size, sort_index, reverse=False):
     total = total.total if hasattr(total, "total") else total
     if start >= total:
         start = max(0, (total - 1) // size * size)
-    address_for = archive.document_map.address_for_docid
-    found = []
-    for docid in itertools.islice(docids, start, start + size):
-        path = address_for(docid)
-        resource = None if path is None else _resolve(archive, docid, path)
-        if resource is not None:
-            found.append(resource)
-    return total, found
+    return total, list(resources_of(archive, itertools.islice(docids, start, start + size)))
 
 
 def catalogued_count(archive):

@@ -39,7 +39,8 @@ from pyramid.view import view_config
 from repoze.catalog.query import Eq
 from zope.index.text.parsetree import ParseError
 
-from kittypyr.catalog import search
+from kittypyr.catalog import Narrowed, search
+from kittypyr.queries import newest_messages
 from kittypyr.readers import reader_for
 from kittypyr.rendering import obfuscate_address, render_body
 from kittypyr.resources import Archive, MailingList, Message, Thread
@@ -194,8 +195,7 @@ def list_feed(context, request):
         return threads_feed(context, request)
     if request.subpath:
         raise HTTPNotFound()
-    query = Eq("kind", "message") & Eq("list", context.address)
-    messages = _newest_messages(find_root(context), query)
+    messages = newest_messages(context, FEED_SIZE)
     return _messages_feed(request, request.resource_url(context, "feed", ""), messages,
                           f"{context.display_name}: new messages",
                           request.resource_url(context), obfuscate_address(context.description or ""),
@@ -223,7 +223,7 @@ def thread_feed(context, request):
     refused = _refusal(request, mailing_list)
     if refused is not None:
         return refused
-    query = Eq("kind", "message") & Eq("list", mailing_list.address) & Eq("thread", context.__name__)
+    query = Narrowed(Eq("thread", context.__name__), kind="message", list=mailing_list.address)
     messages = _newest_messages(find_root(context), query)
     return _messages_feed(request, request.resource_url(context, "t.atom"), messages,
                           subject_line(context.subject), request.resource_url(context),

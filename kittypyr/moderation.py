@@ -27,7 +27,7 @@ from pyramid.traversal import find_root
 from repoze.catalog.query import Eq
 
 from kittypyr.archiving import move_subtree, note_restart, notify_added, stop_waiting
-from kittypyr.catalog import search
+from kittypyr.catalog import Narrowed, search
 from kittypyr.events import MessageMoved, ObjectModified, notify
 from kittypyr.resources import Thread
 from kittypyr.resources.admin import AuditEntry
@@ -126,9 +126,10 @@ def delete_thread(thread, actor, reason="", registry=None):
 
 def messages_from(archive, sender, mailing_list=None):
     """Every message ``sender`` (an address) posted, to ``mailing_list`` or to any list, oldest first."""
-    query = Eq("kind", "message") & Eq("sender", sender.strip().lower())
+    # The sender index holds messages alone.
+    query = Eq("sender", sender.strip().lower())
     if mailing_list is not None:
-        query = query & Eq("list", mailing_list.address)
+        query = Narrowed(query, list=mailing_list.address)
     _, found = search(archive, query, sort_index="date")
     return list(found)
 

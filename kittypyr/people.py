@@ -9,7 +9,7 @@ only ever shows the lists the reader may see.
 from pyramid.traversal import find_root
 from repoze.catalog.query import Any, Eq
 
-from kittypyr.catalog import catalogued_in, search, search_page
+from kittypyr.catalog import Narrowed, catalogued_in, search, search_page
 from kittypyr.events import IMessageArchived, IObjectWillBeRemoved
 from kittypyr.resources import Message
 
@@ -61,7 +61,8 @@ def posts_per_list(people, person_id, mailing_lists):
 
 
 def _messages_of(address, list_addresses):
-    return Eq("kind", "message") & Eq("sender", address) & Any("list", list_addresses)
+    # The sender index holds messages alone.
+    return Narrowed(Eq("sender", address), list=list_addresses)
 
 
 def first_and_last_post(archive, address, list_addresses):

@@ -34,7 +34,7 @@ from pyramid.traversal import find_resource, find_root, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 
-from kittypyr.catalog import make_text_index, search_page
+from kittypyr.catalog import Narrowed, make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
 from kittypyr.lexicon import split_words
 from kittypyr.msgid import message_id_hash
@@ -969,7 +969,7 @@ def _in_tagged_threads(archive, list_addresses, tags):
     """
     query = None
     for address, keys in sorted(tagged_thread_keys(archive, list_addresses, tags).items()):
-        part = Eq("list", address) & Any("thread", keys)
+        part = Narrowed(Any("thread", keys), list=address)
         query = part if query is None else query | part
     return query
 

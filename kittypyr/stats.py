@@ -418,10 +418,9 @@ def on_message_removed(event):
 
 def _name_left(message):
     """The name on the newest other message of ``message``'s sender in its list ("" if none)."""
-    from kittypyr.catalog import search
+    from kittypyr.catalog import Narrowed, search
 
-    query = (Eq("kind", "message") & Eq("list", message.mailing_list.address)
-             & Eq("sender", message.sender_address.lower()))
+    query = Narrowed(Eq("sender", message.sender_address.lower()), list=message.mailing_list.address)
     # The message being deleted may still be catalogued: a second is looked at then.
     _, newest = search(find_root(message), query, sort_index="date", reverse=True, limit=2)
     for other in newest:

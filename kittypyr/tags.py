@@ -16,7 +16,7 @@ from pyramid.traversal import find_root, traversal_path
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from repoze.catalog.query import Any, Eq
 
-from kittypyr.catalog import _unindexed_as_tree, search_page
+from kittypyr.catalog import Narrowed, _unindexed_as_tree, search_page
 from kittypyr.events import IThreadMerged, ObjectModified, notify
 from kittypyr.resources import Thread
 from kittypyr.resources.community import HIGHEST
@@ -154,7 +154,7 @@ def tagged_threads(mailing_list, tag, start, size):
 
     A ``start`` past the end gives the last page.
     """
-    query = Eq("kind", "thread") & Eq("list", mailing_list.address) & Eq("tags", tag)
+    query = Narrowed(Eq("tags", tag), kind="thread", list=mailing_list.address)
     return search_page(find_root(mailing_list), query, start, size, "last_active", reverse=True)
 
 
@@ -164,10 +164,10 @@ def tagged_thread_keys(archive, list_addresses, tags):
     One catalog query; lists and keys are read from the threads' paths
     (``/list/<address>/thread/<key>``), so no thread is loaded.
     """
-    query = Eq("kind", "thread") & Any("list", list_addresses)
-    for tag in tags:
+    query = Eq("tags", tags[0])
+    for tag in tags[1:]:
         query &= Eq("tags", tag)
-    _, docids = archive.catalog.query(query)
+    _, docids = archive.catalog.query(Narrowed(query, kind="thread", list=list_addresses))
     address_for = archive.document_map.address_for_docid
     found = {}
     for docid in docids:

@@ -1,0 +1,128 @@
+"""A list's feed, a thread's feed, a sender's profile and a tag's page read what they show, not the list.
+
+Each asked the catalog for every message of the list (or of the archive)
+and intersected that with what it wanted: a feed polled every few minutes
+cost five times as much on a list ten times as long. Counted here in
+records read from the storage with an emptied cache, on a list with older
+mail and another list beside it, then with twice as much of both.
+"""
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+
+from webtest import TestApp
+from ZODB.Connection import Connection
+
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.feeds import FEED_SIZE
+from kittypyr.msgid import message_id_hash
+from kittypyr.tags import add_tag
+from tests.mailbuilder import make_message
+from tests.test_app import make_app
+
+DEV = "dev@lists.example.org"
+OTHER = "other@lists.example.org"
+NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+OLDER = 750  # messages added to the list before its recent ones, and to another list, each time
+
+
+def recent(mailing_list):
+    """Ada's thread of 12 and 40 messages of others' threads, in the last weeks."""
+    for n in range(12):
+        archive_message(mailing_list, make_message(
+            message_id=f"<ada{n}@example.org>", subject="Cache flush", sender=("Ada", "ada@example.org"),
+            date=NOW - timedelta(hours=n), in_reply_to=f"<ada{n + 1}@example.org>" if n < 11 else None,
+            body=f"Ada's word {n}.\n"))
+    for n in range(40):
+        archive_message(mailing_list, make_message(
+            message_id=f"<other{n}@example.org>", subject=f"Topic {n // 4}", sender=("Bo", f"bo{n % 7}@example.org"),
+            date=NOW - timedelta(days=1, hours=n), in_reply_to=f"<other{n - 1}@example.org>" if n % 4 else None,
+            body=f"Bo's word {n}.\n"))
+
+
+def older(archive, mailing_list, first):
+    for n in range(first, first + OLDER):
+        archive_message(mailing_list, make_message(
+            message_id=f"<old{n}@example.org>", subject=f"Old topic {n // 10}", sender=("Cy", f"cy{n % 50}@example.org"),
+            date=NOW - timedelta(days=400 + n), in_reply_to=f"<old{n - 1}@example.org>" if n % 10 else None,
+            body=f"An old word {n}.\n"))
+        # Ada wrote there too, some time ago: as many messages of hers each time.
+        sender = ("Ada", "ada@example.org") if n < 10 else ("Di", f"di{n % 30}@example.org")
+        archive_message(ensure_mailing_list(archive, OTHER), make_message(
+            message_id=f"<elsewhere{n}@example.org>", subject="Elsewhere", sender=sender,
+            date=NOW - timedelta(days=2, minutes=n), body=f"Elsewhere {n}.\n"))
+
+
+def pages(app, monkeypatch):
+    """Each page as a reader gets it: ``{name: (its text, records read)}``."""
+    with prepare(registry=app.registry) as env:
+        person = env["root"].people.person_id("ada@example.org")
+    thread = message_id_hash("<ada11@example.org>")
+    urls = {
+        "list feed": f"/list/{DEV}/feed/",
+        "thread feed": f"/list/{DEV}/thread/{thread}/t.atom",
+        "profile": f"/users/{person}/",
+        "tag": f"/list/{DEV}/tag/needs-review/",
+    }
+    loads = []
+    setstate = Connection.setstate
+
+    def counted(connection, obj):
+        loads.append(obj)
+        return setstate(connection, obj)
+
+    browser = TestApp(app)
+    db = app.registry._zodb_databases[""]
+    found = {}
+    with monkeypatch.context() as patched:
+        patched.setattr(Connection, "setstate", counted)
+        for name, url in urls.items():
+            browser.get(url)  # templates compiled, the session of the pool's connection begun
+            db.cacheMinimize()
+            loads.clear()
+            found[name] = (browser.get(url).text, len(loads))
+    return found
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    monkeypatch = pytest.MonkeyPatch()
+    app = make_app(tmp_path_factory.mktemp("narrow"))
+    try:
+        with prepare(registry=app.registry) as env:
+            archive = env["root"]
+            mailing_list = ensure_mailing_list(archive, DEV)
+            recent(mailing_list)
+            add_tag(mailing_list.threads[message_id_hash("<ada11@example.org>")], "needs-review",
+                    "mod@example.org")
+            older(archive, mailing_list, 0)
+            transaction.commit()
+        small = pages(app, monkeypatch)
+        with prepare(registry=app.registry) as env:
+            older(env["root"], env["root"].lists[DEV], OLDER)
+            transaction.commit()
+        large = pages(app, monkeypatch)
+        yield small, large
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("page", ["list feed", "thread feed", "profile", "tag"])
+def test_a_page_shows_the_same_and_reads_no_more_with_twice_the_older_mail(measured, page):
+    small, large = measured
+    (shown, read), (shown_large, read_large) = small[page], large[page]
+    assert "Cache flush" in shown and shown == shown_large
+    # Not the list's sets, nor the archive's.
+    assert read_large <= read + 4, (read, read_large)
+
+
+def test_the_list_feed_holds_the_newest_messages_by_date(measured):
+    small, _ = measured
+    feed = small["list feed"][0]
+    shown = [int(n) for n in re.findall(r"(?:Ada|Bo)&amp;#x27;s word (\d+)", feed)]
+    assert shown == list(range(12)) + list(range(FEED_SIZE - 12))
+

@@ -319,6 +319,15 @@ def test_subject_finds_a_word_inside_a_chinese_subject(cjk_app):
     assert found(cjk_app, "subject:ッチ")[0] == [33]
 
 
+def test_a_chinese_word_is_marked_in_the_snippet(cjk_app):
+    ids, results = found(cjk_app, "补丁")
+    snippets = {number(h.message): str(h.snippet) for h in results.hits}
+    assert "讨论内核<mark>补丁</mark>的问题" in snippets[31]
+    # Found past the beginning of a long message: the snippet is cut around it.
+    ids, results = found(cjk_app, "驱动")
+    assert ids == [36] and "新的<mark>驱动</mark>程序" in str(results.hits[0].snippet)
+
+
 def archive_as_before_cjk_words_were_split(application, raws, monkeypatch):
     """``raws`` archived as kittypyr did before: each run of CJK letters one word, the schema of then."""
     from zope.index.text.lexicon import CaseNormalizer, Splitter, StopWordRemover

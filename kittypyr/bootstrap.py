@@ -142,17 +142,22 @@ def split_cjk_words(archive):
     """Version 11: runs of Chinese, Japanese and Korean letters are indexed as characters and their pairs.
 
     Each text index's lexicon splits them so from now on, new mail and
-    queries alike (``kittypyr.lexicon.split_cjk_runs``); mail indexed
-    before keeps each run whole. No message is read here.
+    queries alike (``kittypyr.lexicon.split_cjk_runs``). Mail indexed
+    before keeps each run whole: the archive notes it, for ``kittypyr
+    info`` to say, until ``kittypyr reindex --cjk`` indexes that mail
+    again. No message is read here.
     """
     from kittypyr.lexicon import Lexicon
 
     if archive.catalog is None:
         return
     for index in archive.catalog.values():
-        lexicon = getattr(getattr(index, "index", None), "_lexicon", None)
+        text_index = getattr(index, "index", None)
+        lexicon = getattr(text_index, "_lexicon", None)
         if isinstance(lexicon, Lexicon):
             lexicon.use_cjk_splitter()
+            if text_index.documentCount():
+                archive.text_indexed_before_cjk_split = True
 
 
 # Numbered steps that upgrade an older persistent schema, in order. Each

@@ -521,6 +521,24 @@ class OkapiIndex(_ZopeOkapiIndex):
         if new_words:
             self.wordCount.change(new_words)
 
+    def documents_holding_unsplit_words(self):
+        """Docids, in order, of the documents holding a word the lexicon would now split.
+
+        Such a word was indexed before runs of CJK letters were split
+        (``split_cjk_runs``); a word without a CJK letter splits as it did.
+        A pair of CJK letters indexed since splits too (its letters come
+        with it), so its documents are among them: indexing them again
+        changes nothing. Read from the lexicon and the postings alone.
+        """
+        lexicon = self._lexicon
+        docids = set()
+        for word, wid in lexicon.items():
+            if has_cjk_letters(word) and split_words(word, lexicon._pipeline) != [word]:
+                postings = self._wordinfo.get(wid)
+                if postings is not None:
+                    docids.update(docid for docid, _ in _pairs(postings))
+        return sorted(docids)
+
     def search(self, term):
         # A run of CJK letters is one word to zope.index's query parser and
         # several to the lexicon (split_cjk_runs): they are asked as a

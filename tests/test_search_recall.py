@@ -358,7 +358,7 @@ def test_an_archive_made_before_cjk_words_were_split_keeps_its_words_and_splits_
             archive_message(archive.lists[DEV], mail(37, "新的内核版本。\n", subject="版本"))
             transaction.commit()
         # Latin words as they were; new mail split at once; the older
-        # Chinese message keeps its run of letters whole, not read again.
+        # Chinese message waits for `kittypyr reindex --cjk` (tests/test_cli.py).
         assert found(application, "kernel")[0] == [35]
         assert found(application, "内核")[0] == [37]
         assert found(application, "subject:版本")[0] == [37]

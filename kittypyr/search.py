@@ -161,7 +161,8 @@ class ParsedSearch:
                 words.extend(getattr(term, "words", ()) or _WORD_CHARS.findall(term))
         for term in self.subject:
             words.extend(_WORD_CHARS.findall(term))
-        return [w.lower() for w in words if len(w) > 1]
+        # One Chinese, Japanese or Korean character is a word (kittypyr.lexicon.split_cjk_runs).
+        return [w.lower() for w in words if len(w) > 1 or has_cjk_letters(w)]
 
 
 def _file_key(value):

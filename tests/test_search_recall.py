@@ -326,6 +326,9 @@ def test_a_chinese_word_is_marked_in_the_snippet(cjk_app):
     # Found past the beginning of a long message: the snippet is cut around it.
     ids, results = found(cjk_app, "驱动")
     assert ids == [36] and "新的<mark>驱动</mark>程序" in str(results.hits[0].snippet)
+    # One character is a word of its own.
+    ids, results = found(cjk_app, "驱")
+    assert ids == [36] and "新的<mark>驱</mark>动程序" in str(results.hits[0].snippet)
 
 
 def archive_as_before_cjk_words_were_split(application, raws, monkeypatch):

@@ -138,11 +138,33 @@ def add_archive_secret(archive):
         archive.secret = secrets.token_hex(32)
 
 
+def split_cjk_words(archive):
+    """Version 11: runs of Chinese, Japanese and Korean letters are indexed as characters and their pairs.
+
+    Each text index's lexicon splits them so from now on, new mail and
+    queries alike (``kittypyr.lexicon.split_cjk_runs``). Mail indexed
+    before keeps each run whole: the archive notes it, for ``kittypyr
+    info`` to say, until ``kittypyr reindex --cjk`` indexes that mail
+    again. No message is read here.
+    """
+    from kittypyr.lexicon import Lexicon
+
+    if archive.catalog is None:
+        return
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        lexicon = getattr(text_index, "_lexicon", None)
+        if isinstance(lexicon, Lexicon):
+            lexicon.use_cjk_splitter()
+            if text_index.documentCount():
+                archive.text_indexed_before_cjk_split = True
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
-                date_word_chunks, add_archive_secret]
+                date_word_chunks, add_archive_secret, split_cjk_words]
 
 
 def bootstrap_archive(zodb_root, registry):

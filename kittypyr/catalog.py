@@ -461,6 +461,7 @@ def reindex_archive(archive, registry, commit=None, every=1000, progress=None):
     """
     archive.catalog = None
     archive.document_map = None
+    archive.text_indexed_before_cjk_split = False
     sync_catalog(archive, registry)
     count = 0
     for resource in catalogued_in(archive):
@@ -475,6 +476,38 @@ def reindex_archive(archive, registry, commit=None, every=1000, progress=None):
         commit()
     if progress is not None and count % every:
         progress(count % every)
+    return count
+
+
+def reindex_cjk_words(archive, commit=None, every=1000):
+    """Index again, in the text indexes, the messages indexed before CJK words were split; return how many.
+
+    Those holding a run of Chinese, Japanese or Korean letters (see
+    ``OkapiIndex.documents_holding_unsplit_words``): the words of every
+    other message split as they did, and none of them is read.
+    ``commit()`` is called every ``every`` messages and at the end.
+    """
+    pending = {}  # docid -> the text indexes holding its unsplit words
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        if isinstance(text_index, OkapiIndex):
+            for docid in text_index.documents_holding_unsplit_words():
+                pending.setdefault(docid, []).append(index)
+    address_for = archive.document_map.address_for_docid
+    count = 0
+    for docid, indexes in sorted(pending.items()):
+        path = address_for(docid)
+        resource = None if path is None else _resolve(archive, docid, path)
+        if resource is None:
+            continue
+        for index in indexes:
+            index.reindex_doc(docid, resource)
+        count += 1
+        if commit is not None and count % every == 0:
+            commit()
+    archive.text_indexed_before_cjk_split = False
+    if commit is not None:
+        commit()
     return count
 
 

@@ -224,8 +224,13 @@ def command_import(args):
 
 
 def command_reindex(args):
-    from kittypyr.catalog import catalogued_count
+    from kittypyr.catalog import catalogued_count, reindex_cjk_words
 
+    if args.cjk:
+        with _environment(args.config) as env:
+            count = reindex_cjk_words(env["root"], commit=transaction.manager.commit)
+        print(f"indexed again {count} messages")
+        return 0
     bar = None
     with _environment(args.config) as env:
         if sys.stderr.isatty():
@@ -351,6 +356,9 @@ def command_info(args):
             print(f"kittypyr info: no archived list {args.list_address!r}: give a list's posting address "
                   f"(archived here: {known})", file=sys.stderr)
             return 2
+        if env["root"].text_indexed_before_cjk_split:
+            info["reindex"] = (f"kittypyr reindex {args.config} --cjk, to find words inside the Chinese, "
+                               "Japanese and Korean mail archived before they were split")
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
     else:
@@ -382,6 +390,9 @@ def build_parser():
     p = commands.add_parser("reindex",
                             help="rebuild the catalog, lists' statistics, senders' counts and vote totals")
     p.add_argument("config")
+    p.add_argument("--cjk", action="store_true",
+                   help="after an upgrade: index again, in the text indexes only, the mail whose Chinese, "
+                        "Japanese or Korean words were indexed before they were split")
     p.set_defaults(func=command_reindex)
 
     p = commands.add_parser("sync", help="fetch every list's details, owners and moderators from Mailman")

@@ -6,11 +6,17 @@ them (``prepare_text``) and the catalog's ``Lexicon`` only turns each
 distinct word into its id. Text that was not prepared goes through the very
 same pipeline here, so both paths give the same word ids.
 
+Chinese, Japanese and Korean put no space between words: a run of their
+letters is indexed as its characters and the pairs of them (see
+``split_cjk_runs``); every other word is split as zope.index's Splitter
+splits it.
+
 Postings: kept packed (see below), which is what most of a commit's time
 went to. Queries, scores and phrase search are zope.index's own.
 """
 
 import array
+import re
 import struct
 import sys
 
@@ -24,7 +30,62 @@ from zope.index.text.okapiindex import score as okapi_score
 
 from kittypyr.merging import AppendedBytes
 
-PIPELINE = (Splitter, CaseNormalizer, StopWordRemover)
+# Letters of the scripts written without spaces between words: Hangul Jamo,
+# 々 〆 〇, Hiragana, Katakana (with the prolonged sound mark ー, without the
+# middle dot ・, which separates words), Hangul compatibility Jamo, Katakana
+# extensions, Han (and its extensions and compatibility forms), Hangul
+# syllables, half-width Katakana and Hangul.
+_CJK_LETTERS = ("\u1100-\u11ff\u3005-\u3007\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+                "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff"
+                "\uf900-\ufaff\uff66-\uffdc\U00020000-\U0003134f")
+has_cjk_letters = re.compile(f"[{_CJK_LETTERS}]").search
+_script_runs = re.compile(f"([{_CJK_LETTERS}]+)|[^{_CJK_LETTERS}]+").finditer
+
+
+def split_cjk_runs(words):
+    """``words`` (runs of letters), each run of CJK letters in it cut into characters and bigrams.
+
+    A run of CJK letters has no spaces to say where its words are, so it is
+    indexed the way Lucene's CJK analyzer and Xapian's n-gram mode do: as
+    its overlapping pairs of characters, ``内核补丁`` as ``内核 核补 补丁``.
+    Each character comes too, before its pair (``内 内核 核 核补 补 补丁 丁``):
+    a one-character query is then one word's postings, wherever the
+    character stands (looking it up as the beginning of pairs would miss
+    a run's last character and read the postings of hundreds of pairs).
+    Cut the same way, a query's run is the same sequence at consecutive
+    positions, a phrase of the index's words. Where a run of letters
+    changes between CJK and another script (``Linuxカーネル``), it is cut
+    in two; a run without CJK letters stays whole.
+    """
+    split = []
+    for word in words:
+        if not has_cjk_letters(word):
+            split.append(word)
+            continue
+        for run in _script_runs(word):
+            if run.group(1) is None:
+                split.append(run.group())
+                continue
+            letters = run.group()
+            for at in range(len(letters) - 1):
+                split += (letters[at], letters[at:at + 2])
+            split.append(letters[-1])
+    return split
+
+
+class CJKSplitter(Splitter):
+    """zope.index's Splitter, runs of CJK letters cut by ``split_cjk_runs``.
+
+    ``processGlob`` (the query parser's words) is zope.index's: a word it
+    gives is cut here when its ids are looked up, and ``OkapiIndex.search``
+    asks a word cut in several as a phrase.
+    """
+
+    def process(self, lst):
+        return split_cjk_runs(super().process(lst))
+
+
+PIPELINE = (CJKSplitter, CaseNormalizer, StopWordRemover)
 
 
 def make_pipeline():
@@ -42,7 +103,10 @@ def split_words(text, pipeline=_pipeline):
     """The words of ``text`` (a string or strings) as the lexicon indexes them, in order."""
     if pipeline is _pipeline and isinstance(text, str):
         # The three standard steps in one pass.
-        return [word for word in map(str.lower, _find_words(text)) if word not in _stop_words]
+        words = _find_words(text)
+        if not text.isascii() and has_cjk_letters(text):
+            words = split_cjk_runs(words)
+        return [word for word in map(str.lower, words) if word not in _stop_words]
     words = [text] if isinstance(text, str) else list(text)
     for element in pipeline:
         words = element.process(words)
@@ -92,6 +156,15 @@ class Lexicon(_ZopeLexicon):
 
     def __init__(self, *pipeline):
         super().__init__(*(pipeline or make_pipeline()))
+
+    def use_cjk_splitter(self):
+        """Split runs of CJK letters from now on, for new text and queries alike.
+
+        A lexicon made before holds zope.index's Splitter, whose words are
+        whole runs of letters: it is replaced by ``CJKSplitter``.
+        """
+        self._pipeline = tuple(CJKSplitter() if type(element) is Splitter else element
+                               for element in self._pipeline)
 
     def _standard_pipeline(self):
         return tuple(type(element) for element in self._pipeline) == PIPELINE
@@ -447,6 +520,32 @@ class OkapiIndex(_ZopeOkapiIndex):
                 postings.append(docid, count, day)
         if new_words:
             self.wordCount.change(new_words)
+
+    def documents_holding_unsplit_words(self):
+        """Docids, in order, of the documents holding a word the lexicon would now split.
+
+        Such a word was indexed before runs of CJK letters were split
+        (``split_cjk_runs``); a word without a CJK letter splits as it did.
+        A pair of CJK letters indexed since splits too (its letters come
+        with it), so its documents are among them: indexing them again
+        changes nothing. Read from the lexicon and the postings alone.
+        """
+        lexicon = self._lexicon
+        docids = set()
+        for word, wid in lexicon.items():
+            if has_cjk_letters(word) and split_words(word, lexicon._pipeline) != [word]:
+                postings = self._wordinfo.get(wid)
+                if postings is not None:
+                    docids.update(docid for docid, _ in _pairs(postings))
+        return sorted(docids)
+
+    def search(self, term):
+        # A run of CJK letters is one word to zope.index's query parser and
+        # several to the lexicon (split_cjk_runs): they are asked as a
+        # phrase, as they stand in the text, not as any one of them.
+        if len(self._lexicon.termToWordIds(term)) > 1:
+            return self.search_phrase(term)
+        return super().search(term)
 
     def _mass_add_wordinfo(self, wid2weight, docid):
         for wid, weight in wid2weight.items():

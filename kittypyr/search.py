@@ -36,7 +36,7 @@ from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 
 from kittypyr.catalog import Narrowed, make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
-from kittypyr.lexicon import split_words
+from kittypyr.lexicon import has_cjk_letters, split_words
 from kittypyr.msgid import message_id_hash
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
@@ -161,7 +161,8 @@ class ParsedSearch:
                 words.extend(getattr(term, "words", ()) or _WORD_CHARS.findall(term))
         for term in self.subject:
             words.extend(_WORD_CHARS.findall(term))
-        return [w.lower() for w in words if len(w) > 1]
+        # One Chinese, Japanese or Korean character is a word (kittypyr.lexicon.split_cjk_runs).
+        return [w.lower() for w in words if len(w) > 1 or has_cjk_letters(w)]
 
 
 def _file_key(value):
@@ -252,11 +253,41 @@ def _quoted(term, parsed, limits, zones=0):
     words = _WORD_CHARS.findall(term)
     if not words:
         return None
-    if len(words) > limits.max_phrase_words:
-        _tell(parsed, f"A phrase may have up to {limits.max_phrase_words} words: only the first "
-                      f"{limits.max_phrase_words} words of “{' '.join(words[:3])} …” were searched.")
-        words = words[: limits.max_phrase_words]
+    most = limits.max_phrase_words
+    kept = _first_phrase_words(words, most)
+    if kept != words:
+        counted = " (a Chinese, Japanese or Korean letter counts as one)" if any(map(has_cjk_letters, words)) else ""
+        _tell(parsed, f"A phrase may have up to {most} words{counted}: only the first {most} words of "
+                      f"“{' '.join(kept[:3])} …” were searched.")
+        words = kept
     return Term.of(words, zones)
+
+
+def _first_phrase_words(words, most):
+    """``words`` cut after the ``most``-th word of the phrase they make.
+
+    A run of CJK letters is one word here and a phrase of its letters and
+    their pairs to the index (``kittypyr.lexicon.split_cjk_runs``): each of
+    its letters counts as a word, and the run is cut between two letters.
+    """
+    kept = []
+    count = 0
+    for word in words:
+        end = len(word)
+        after_cjk = True
+        for at, letter in enumerate(word):
+            cjk = has_cjk_letters(letter) is not None
+            if cjk or after_cjk:  # a letter that starts a word of the phrase
+                count += 1
+                if count > most:
+                    end = at
+                    break
+            after_cjk = cjk
+        if end:
+            kept.append(word[:end])
+        if count > most:
+            break
+    return kept
 
 
 def _tell(parsed, problem):

@@ -7,6 +7,7 @@ import re
 
 from markupsafe import Markup
 
+from kittypyr.lexicon import has_cjk_letters
 from kittypyr.rendering import obfuscate_address
 from kittypyr.zones import OWN, message_zones
 
@@ -49,11 +50,15 @@ def _matching_line(text, pattern):
 
 @functools.lru_cache(maxsize=256)
 def _words_pattern(words):
-    """The regular expression finding any of ``words`` (a tuple) at a word's start, cached."""
+    """The regular expression finding any of ``words`` (a tuple) at a word's start (a CJK word anywhere), cached."""
     if not words:
         return None
-    alternatives = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
-    return re.compile(r"(?<!\w)(?:" + alternatives + ")", re.IGNORECASE)
+    longest_first = sorted(set(words), key=len, reverse=True)
+    # A CJK word stands inside a run of letters (see kittypyr.lexicon.split_cjk_runs).
+    cjk = [re.escape(w) for w in longest_first if has_cjk_letters(w)]
+    others = [re.escape(w) for w in longest_first if not has_cjk_letters(w)]
+    alternatives = ([r"(?<!\w)(?:" + "|".join(others) + ")"] if others else []) + cjk
+    return re.compile("|".join(alternatives), re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=256)

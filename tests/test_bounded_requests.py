@@ -141,6 +141,29 @@ def test_parse_search_takes_its_limits():
     assert parsed.groups == [["ant", "bee"]]
 
 
+def test_each_cjk_letter_counts_as_a_word_of_a_phrase(tmp_path):
+    application = make_app(tmp_path)
+    with prepare(registry=application.registry) as env:
+        archive_message(ensure_mailing_list(env["root"], LIST),
+                        make_message(message_id="<cjk@example.org>", subject="Kernel", date=START,
+                                     sender=("Ada Lovelace", "ada@example.org"),
+                                     body="我们明天讨论内核补丁的问题。\n"))
+        transaction.commit()
+    try:
+        browser = TestApp(application)
+        # Thirteen letters typed without a space: one run, searched as a phrase of its first eight.
+        page = browser.get("/search", params={"q": "我们明天讨论内核补丁的问题"})
+        assert any(f"first {LIMITS.max_phrase_words} words" in p and "Korean letter counts as one" in p
+                   for p in problems(page))
+        assert "1 message found" in page.text
+        assert "Korean letter counts as one" in browser.get("/search-help").text
+    finally:
+        application.registry._zodb_databases[""].close()
+    parsed = parse_search("linuxカーネルのパッチ", SearchLimits(max_phrase_words=3))
+    assert parsed.groups == [["linuxカー"]] and parsed.problems
+    assert parse_search("2019年 我们明天讨论内核", SearchLimits(max_phrase_words=8)).problems == []
+
+
 # Page numbers: past the end, negative, garbage
 
 

@@ -727,3 +727,45 @@ def test_any_command_that_finds_no_room_to_write_says_so_in_one_line(tmp_path, c
                                      "same command again")
     assert kittypyr("reindex", config).returncode == 0
     assert info(config, LIST)["messages"] == 200
+
+
+def _archived_before_cjk_words_were_split(tmp_path, monkeypatch):
+    from pyramid.scripting import prepare
+
+    from tests.test_app import make_app
+    from tests.test_search_recall import CJK_CORPUS, archive_as_before_cjk_words_were_split
+
+    application = make_app(tmp_path / "var")  # the storage the configuration names
+    archive_as_before_cjk_words_were_split(application, CJK_CORPUS, monkeypatch)
+    with prepare(registry=application.registry):
+        transaction.commit()  # upgraded by the root factory, as at start-up
+    application.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("cjk_only", [True, False])
+def test_reindex_indexes_again_the_mail_archived_before_cjk_words_were_split(tmp_path, config, monkeypatch,
+                                                                               cjk_only):
+    from tests.test_app import make_app
+    from tests.test_search_recall import found
+
+    _archived_before_cjk_words_were_split(tmp_path, monkeypatch)
+    advice = f"kittypyr reindex {config} --cjk"
+    assert advice in kittypyr("info", config, check=True).stdout
+    if cjk_only:
+        result = kittypyr("reindex", config, "--cjk", check=True)
+        assert "indexed again 5 messages" in result.stdout  # the Chinese, Japanese and Korean ones
+    else:
+        kittypyr("reindex", config, check=True)
+    assert advice not in kittypyr("info", config, check=True).stdout
+
+    application = make_app(tmp_path / "var")
+    try:
+        assert found(application, "内核")[0] == [31, 32]
+        assert found(application, "内核补丁")[0] == [31]
+        assert found(application, "核")[0] == [31, 32]
+        assert found(application, "カーネル")[0] == [33]
+        assert found(application, "패치")[0] == [34]
+        assert found(application, "subject:补丁")[0] == [31]
+        assert found(application, "kernel")[0] == [35]
+    finally:
+        application.registry._zodb_databases[""].close()

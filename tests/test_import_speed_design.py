@@ -293,10 +293,21 @@ def test_concurrent_appends_to_the_same_postings_both_survive(tmp_path):
     db.close()
 
 
+CJK_TEXTS = ["我们明天讨论内核补丁的问题。", "Linuxカーネルのパッチ・レビュー", "패치를 보냈습니다", "2019年のMIPS", "核"]
+
+
 def test_one_pass_split_is_the_pipeline():
     pipeline = make_pipeline()
-    for text in TEXTS + ["İstanbul ǅemal ﬁne ß STRASSE", "x" * 300 + " a1 _b c_"]:
+    for text in TEXTS + CJK_TEXTS + ["İstanbul ǅemal ﬁne ß STRASSE", "x" * 300 + " a1 _b c_"]:
         assert split_words(text) == split_words(text, pipeline)
+
+
+def test_words_without_cjk_letters_split_as_zope_index_splits_them():
+    from zope.index.text.lexicon import CaseNormalizer, Splitter, StopWordRemover
+
+    stock = (Splitter(), CaseNormalizer(), StopWordRemover())
+    for text in TEXTS + ["Привет, мир; Γειά σου κόσμε", "مرحبا بالعالم", "สวัสดีชาวโลก", "ＦＵＬＬ ｗｉｄｔｈ", "ok 🙂 ok"]:
+        assert split_words(text) == split_words(text, stock)
 
 
 def _value_of(obj, default):

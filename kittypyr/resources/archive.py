@@ -63,6 +63,10 @@ class Archive(Persistent):
     secret = None
     # When the last pack began (kittypyr.packing): None before the first.
     packed_at = None
+    # Whether the text indexes hold mail indexed before runs of CJK letters
+    # were split into words (bootstrap.split_cjk_words), until
+    # ``kittypyr reindex`` indexes it again.
+    text_indexed_before_cjk_split = False
 
     __acl__ = [
         (Allow, "site-admin", ALL_PERMISSIONS),

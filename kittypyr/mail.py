@@ -77,6 +77,7 @@ class ParsedAttachment:
     filename: str
     content_type: str
     data: bytes
+    charset: str = ""  # as the part declares it, for a text part
 
     @property
     def size(self):
@@ -318,6 +319,9 @@ def _decode(data, charset):
             text = _strict(data, "utf-8")
             if text is not None:
                 return text, "charset %r declared but the text is utf-8" % label
+            text = _mostly_utf8(data)
+            if text is not None:
+                return text, "charset %r declared but the text is utf-8%s" % (label, _stray_note(text))
             text = _strict(data, "cp1252" if codec == "iso8859-1" else codec)
             if text is None:
                 text = data.decode("latin-1")
@@ -339,8 +343,26 @@ def _decode(data, charset):
     text = _strict(data, "utf-8")
     if text is not None:
         return text, reason + "; read as utf-8"
+    # A byte of another charset in UTF-8 text (a curly quote pasted from
+    # elsewhere) would otherwise have the whole text guessed as another
+    # charset: mojibake from end to end, and its words not found.
+    text = _mostly_utf8(data)
+    if text is not None:
+        return text, reason + "; read as utf-8" + _stray_note(text)
     text, used = _guess(data)
     return text, reason + "; guessed " + used
+
+
+def _stray_note(text):
+    stray = text.count("\ufffd")
+    return ", %d byte%s of another charset replaced" % (stray, "" if stray == 1 else "s")
+
+
+def known_charset(label):
+    """``label`` when it names a charset (one a browser reads too), else None."""
+    label = _normalize_charset_name(label or "")
+    codec, misspelled = _resolve_charset(label) if label else (None, False)
+    return label if codec is not None and not misspelled else None
 
 
 def decode_bytes(data, charset):
@@ -1061,7 +1083,8 @@ def _walk_body(msg, top_fields, hint, notes):
             htmls.append(_text_of(fields, data, index, notes, html=True))
         if not data and not filename:
             continue
-        attachments.append(ParsedAttachment(index, filename or _generated_name(index, ctype), ctype, data))
+        attachments.append(ParsedAttachment(index, filename or _generated_name(index, ctype), ctype, data,
+                                            _normalize_charset_name(fields.params.get("charset", ""))))
     return plains, htmls, attachments
 
 

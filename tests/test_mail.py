@@ -262,6 +262,18 @@ def test_latin1_body_declared_utf8():
     assert any("utf-8" in note for note in mail.defects)
 
 
+@pytest.mark.parametrize("charset", ["utf-8", None, "iso-8859-1"])
+def test_a_utf8_body_with_one_stray_byte_is_read_as_utf8(charset):
+    """One byte from another charset (a pasted curly quote) must not turn the whole body into mojibake."""
+    text = "François a répondu déjà: “quoted” — voilà.\n"
+    for stray in (b"That\x92s", b"That\x92s \xe9t\xe9"):
+        body = text.encode("utf-8") + stray + b" all.\n"
+        mail = parse(make_message(body=body, charset=charset))
+        assert mail.body_text.startswith("François a répondu déjà: “quoted” — voilà.\nThat\ufffds")
+        assert "François" in mail.index_text
+        assert any("utf-8" in note for note in mail.defects)
+
+
 def test_undeclared_koi8r_is_detected():
     mail = parse(make_message(body=RUSSIAN.encode("koi8-r"), charset=None))
     assert mail.body_text == RUSSIAN

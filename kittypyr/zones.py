@@ -13,7 +13,7 @@ attachments and returns ``Zones``; nothing here touches the database.
 
 from dataclasses import dataclass, field
 
-from kittypyr.mail import _is_attribution
+from kittypyr.mail import _is_attribution, decode_bytes
 from kittypyr.patches import PATCH_HEADERS, PATCH_START
 
 # Zone flags, kept per word in the full-text index (six bits: see
@@ -189,7 +189,7 @@ def _attachment_text(attachment):
         data = data()
     if len(data) > ATTACHMENT_INDEX_MAX or b"\0" in data[:1024]:
         return None
-    return data.decode("utf-8", errors="replace")
+    return decode_bytes(data, getattr(attachment, "charset", "") or None)
 
 
 def message_zones(subject, sender_name, body_text, attachments=()):

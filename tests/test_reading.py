@@ -275,6 +275,32 @@ def test_text_attachments_can_be_read_in_the_page_as_text(browser):
     assert download.headers["Content-Disposition"].startswith("attachment")
 
 
+def test_a_text_attachment_is_read_in_the_charset_it_declares(tmp_path):
+    """koi8-r and iso-8859-2 text each as its sender wrote it: shown as text, found by search, labelled on download."""
+    russian, czech = "Рекламная пауза, зайчонок.\n", "Příliš žluťoučký kůň úpěl.\n"
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], LIST), make_message(
+                message_id="<charsets@example.org>", subject="Two files", sender=ADA, date=START,
+                body=multipart("mixed", text_part("Two files attached.\n"),
+                               attachment(russian.encode("koi8-r"), "text/plain; charset=koi8-r", "ru.txt"),
+                               attachment(czech.encode("iso-8859-2"), "text/plain; charset=iso-8859-2", "cz.txt"))))
+            transaction.commit()
+        browser = TestApp(app)
+        page = browser.get(f"/list/{LIST}/message/{message_id_hash('<charsets@example.org>')}/")
+        links = {li.select_one("a").text: li for li in page.html.select("ul.attachments li")}
+        assert browser.get(links["ru.txt"].select_one("a.as-text")["href"]).text == russian
+        assert browser.get(links["cz.txt"].select_one("a.as-text")["href"]).text == czech
+        download = browser.get(links["ru.txt"].select_one("a")["href"])
+        assert download.headers["Content-Type"] == "text/plain; charset=koi8-r"
+        assert download.body == russian.encode("koi8-r")
+        for word in ("зайчонок", "žluťoučký"):
+            assert browser.get("/search", params={"q": word}).html.select("ol.hits li"), word
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 def test_a_long_quote_is_a_link_on_the_thread_page_and_whole_on_the_message_page(browser):
     page = browser.get(THREAD)
     review = article(page, "long-review")

@@ -91,13 +91,16 @@ class Attachment(Persistent):
     """
 
     pipermail_path = None
+    charset = ""  # as the part declared it; "" for none (and for what was stored before it was kept)
 
-    def __init__(self, index, filename, content_type, data, jar=None):
+    def __init__(self, index, filename, content_type, data, jar=None, charset=""):
         self.__name__ = str(index)
         self.__parent__ = None
         self.index = index
         self.filename = filename
         self.content_type = content_type
+        if charset:
+            self.charset = charset
         self.size = len(data)
         self.blob = _blob_with(data, jar)
 
@@ -162,7 +165,8 @@ class Message(Persistent):
         self.original = _store_original(compress_original(parsed), jar)
         attachments = []
         for part in parsed.attachments:
-            attachment = Attachment(part.index, part.filename, part.content_type, part.data, jar)
+            attachment = Attachment(part.index, part.filename, part.content_type, part.data, jar,
+                                    charset=getattr(part, "charset", ""))
             attachment.__parent__ = self
             attachments.append(attachment)
         self.attachments = tuple(attachments)

@@ -9,7 +9,7 @@ from pyramid.response import Response
 from pyramid.view import view_config, view_defaults
 
 from kittypyr.htmlview import html_parts
-from kittypyr.mail import decode_bytes
+from kittypyr.mail import decode_bytes, known_charset
 from kittypyr.originals import recipients
 from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
@@ -290,7 +290,7 @@ class MessageViews:
         if self.request.params.get("view") == "text" and readable_as_text(attachment):
             # Text in whatever charset it came, sent as UTF-8 plain text:
             # with nosniff, a browser never runs an HTML file shown so.
-            response = Response(body=decode_bytes(attachment.data(), None).encode("utf-8"),
+            response = Response(body=decode_bytes(attachment.data(), attachment.charset or None).encode("utf-8"),
                                 content_type="text/plain", charset="utf-8")
             response.content_disposition = "inline"
             return response
@@ -300,9 +300,27 @@ class MessageViews:
         # file as its own. Saved, it keeps its name.
         content_type = attachment.content_type if attachment.content_type in INERT_TYPES else "application/octet-stream"
         disposition = "inline" if content_type in INLINE_TYPES else "attachment"
-        response = Response(body=attachment.data(), content_type=content_type)
+        data = attachment.data()
+        response = Response(body=data, content_type=content_type)
+        if content_type.startswith("text/"):
+            response.charset = _download_charset(attachment, data)
         response.content_disposition = f"{disposition}; filename*=UTF-8''{quote(attachment.filename, safe='')}"
         return response
+
+
+def _download_charset(attachment, data):
+    """The charset a text file is labelled with as it came: the one it declared, else UTF-8 if it is that.
+
+    Otherwise none, for the browser to tell, rather than a wrong one.
+    """
+    declared = known_charset(attachment.charset)
+    if declared is not None:
+        return declared
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "utf-8"
 
 
 def html_url(request, message):

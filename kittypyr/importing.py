@@ -41,6 +41,8 @@ from kittypyr.zones import message_zones
 
 log = logging.getLogger(__name__)
 
+# How the note of a message dated by the one before it ends (see Importer.date_undated).
+DATED_BY_PREVIOUS_NOTE = "used the date of the message before it in its file"
 CHUNK = 64
 # Messages a parser process may run ahead of storing: at ~1,000 parsed a
 # second, enough to keep parsing through a batch's commit of several seconds.
@@ -66,6 +68,10 @@ class FileReport:
     # Messages with no date of their own, dated by the message before them, or at the import.
     dated_by_previous: int = 0
     dated_at_import: int = 0
+    # Messages archived with a repair noted (kept in their defects), and of them
+    # those dated by a Resent-Date, Received or envelope date for want of a usable Date.
+    repaired: int = 0
+    dated_otherwise: int = 0
 
 
 @dataclass
@@ -118,6 +124,14 @@ class ImportReport:
                 count = report.dated_by_previous
                 lines.append(f"dated {count} message{'s' if count > 1 else ''} in {report.path} by the message"
                              f" before {'them' if count > 1 else 'it'}: {undated}")
+            if report.dated_otherwise:
+                count = report.dated_otherwise
+                lines.append(f"dated {count} message{'s' if count > 1 else ''} in {report.path} by"
+                             f" {'their' if count > 1 else 'its'} Received or envelope date: no usable Date header")
+            if report.repaired:
+                count = report.repaired
+                lines.append(f"repaired {count} message{'s' if count > 1 else ''} in {report.path} while reading"
+                             f" {'them' if count > 1 else 'it'} (each message's page lists how)")
             if report.dated_at_import:
                 count = report.dated_at_import
                 lines.append(f"dated {count} message{'s' if count > 1 else ''} in {report.path} at the import: "
@@ -125,6 +139,16 @@ class ImportReport:
             if report.error:
                 lines.append(f"error: {report.error}")
         return lines + self.notes + [f"error: {error}" for error in self.errors]
+
+
+def _count_repairs(file_report, mail):
+    if not mail.defects:
+        return
+    file_report.repaired += 1
+    # The undated (no date anywhere) are counted apart, by date_undated.
+    if not mail.dated_by_header and not any(note.endswith((IMPORT_TIME_NOTE, DATED_BY_PREVIOUS_NOTE))
+                                            for note in mail.defects):
+        file_report.dated_otherwise += 1
 
 
 @dataclass
@@ -446,8 +470,7 @@ class Importer:
             dates[parsed.source] = (mail.date, mail.date_offset)
         elif parsed.source in dates:
             mail.date, mail.date_offset = dates[parsed.source]
-            mail.defects[mail.defects.index(note)] = (note[:-len(IMPORT_TIME_NOTE)]
-                                                      + "used the date of the message before it in its file")
+            mail.defects[mail.defects.index(note)] = note[:-len(IMPORT_TIME_NOTE)] + DATED_BY_PREVIOUS_NOTE
             self.report.file(parsed.source).dated_by_previous += 1
         else:
             self.report.file(parsed.source).dated_at_import += 1
@@ -512,6 +535,7 @@ class Importer:
                 outcome, reason = outcomes[index]
                 if outcome == ARCHIVED:
                     file_report.archived += 1
+                    _count_repairs(file_report, parsed.mail)
                 elif outcome == DUPLICATE:
                     file_report.duplicates += 1
                 elif outcome == SKIPPED:

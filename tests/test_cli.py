@@ -568,6 +568,36 @@ def test_mail_without_a_date_takes_the_date_of_the_message_before_it(tmp_path, c
     assert dates["first_date"].startswith("2019-03-14T09:26") and dates["last_date"].startswith("2019-03-14T10:26")
 
 
+def test_the_summary_counts_what_was_repaired_and_the_page_says_how(tmp_path, config):
+    """Archived as well as it could be, each repair noted: the import counts them, the message's page lists them."""
+    bad_date = make_message(message_id="<baddate@example.org>", subject="Bad date", date="someday soon",
+                            headers={"Received": "from a by b; Thu, 14 Mar 2019 11:00:00 +0000"})
+    stray = make_message(message_id="<stray@example.org>", subject="Stray byte",
+                         body="Déjà vu, François.\n".encode() + b"That\x92s all.\n", charset="utf-8")
+    mbox = tmp_path / "repairs.mbox"
+    mbox.write_bytes(mbox_bytes([corpus(1)[0], bad_date, stray]))
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "1", check=True)
+
+    assert f"repaired 2 messages in {mbox} while reading them (each message's page lists how)" in result.stdout
+    assert f"dated 1 message in {mbox} by its Received or envelope date: no usable Date header" in result.stdout
+    from pyramid.paster import bootstrap
+    from webtest import TestApp
+
+    from kittypyr.msgid import message_id_hash
+
+    env = bootstrap(str(config))
+    try:
+        assert env["root"].lists[LIST].messages[message_id_hash("<baddate@example.org>")].date.hour == 11
+        page = TestApp(env["app"]).get(f"/list/{LIST}/message/{message_id_hash('<stray@example.org>')}/")
+        repairs = page.html.select_one("details.repairs")
+        assert "text is not valid utf-8; read as utf-8, 1 byte of another charset replaced" in repairs.text
+        plain = TestApp(env["app"]).get(f"/list/{LIST}/message/{message_id_hash('<cli0@example.org>')}/")
+        assert plain.html.select_one("details.repairs") is None
+    finally:
+        env["closer"]()
+
+
 def test_bytes_after_the_last_gzip_member_cost_no_message(tmp_path, config):
     # zcat reads it ("decompression OK, trailing garbage ignored"): so does the import, and says what it left.
     mbox = tmp_path / "dev.mbox.gz"

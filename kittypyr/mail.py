@@ -359,10 +359,14 @@ def _stray_note(text):
 
 
 def known_charset(label):
-    """``label`` when it names a charset (one a browser reads too), else None."""
+    """``label`` when it names a charset a browser reads too, else None.
+
+    Never UTF-7, which browsers no longer read and which once let text
+    labelled so smuggle markup past filters.
+    """
     label = _normalize_charset_name(label or "")
     codec, misspelled = _resolve_charset(label) if label else (None, False)
-    return label if codec is not None and not misspelled else None
+    return label if codec is not None and codec != "utf-7" and not misspelled else None
 
 
 def decode_bytes(data, charset):

@@ -301,6 +301,34 @@ def test_a_text_attachment_is_read_in_the_charset_it_declares(tmp_path):
         app.registry._zodb_databases[""].close()
 
 
+def test_the_raw_mail_is_labelled_with_a_charset_that_reads_it(tmp_path):
+    """UTF-8 when it is UTF-8, else the charset the mail declares, else none: never one that garbles it."""
+    russian = "Рекламная пауза.\n"
+    app = make_app(tmp_path)
+    mails = {
+        "utf8": make_message(message_id="<raw-utf8@example.org>", body="Grüße.\n", charset="utf-8"),
+        "koi8": make_message(message_id="<raw-koi8@example.org>", body=russian.encode("koi8-r"), charset="koi8-r"),
+        "latin1": make_message(message_id="<raw-latin1@example.org>", body="Grüße.\n".encode("latin-1"),
+                               charset=None),
+    }
+    try:
+        with prepare(registry=app.registry) as env:
+            for raw in mails.values():
+                archive_message(ensure_mailing_list(env["root"], LIST), raw)
+            transaction.commit()
+        browser = TestApp(app)
+        labels = {}
+        for name, raw in mails.items():
+            message_id = f"<raw-{name}@example.org>"
+            answer = browser.get(f"/list/{LIST}/message/{message_id_hash(message_id)}/raw")
+            assert answer.body == raw
+            labels[name] = answer.headers["Content-Type"]
+        assert labels == {"utf8": "text/plain; charset=utf-8", "koi8": "text/plain; charset=koi8-r",
+                          "latin1": "text/plain"}
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 def test_a_long_quote_is_a_link_on_the_thread_page_and_whole_on_the_message_page(browser):
     page = browser.get(THREAD)
     review = article(page, "long-review")

@@ -1,6 +1,7 @@
 """A thread on one page, a single message, its raw bytes and attachments."""
 
 import collections
+import re
 import threading
 from urllib.parse import quote
 
@@ -270,9 +271,11 @@ class MessageViews:
 
     @view_config(name="raw")
     def raw(self):
-        response = Response(body=self.context.original_bytes(), content_type="text/plain", charset="utf-8")
+        data = self.context.original_bytes()
+        response = Response(body=data, content_type="text/plain")
         # The bytes are the mail as received, in whatever charset it came;
         # browsers must not guess a type from them.
+        response.charset = _raw_charset(data)
         response.headers["Content-Disposition"] = "inline"
         return response
 
@@ -306,6 +309,20 @@ class MessageViews:
             response.charset = _download_charset(attachment, data)
         response.content_disposition = f"{disposition}; filename*=UTF-8''{quote(attachment.filename, safe='')}"
         return response
+
+
+# The first charset a mail declares, in its header or a part's.
+_DECLARED_CHARSET = re.compile(rb'charset\s*=\s*"?([A-Za-z0-9_.:-]{1,40})', re.IGNORECASE)
+
+
+def _raw_charset(data):
+    """What to label a mail's original bytes with: UTF-8 when they are that, else the charset the mail declares first, else none."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        match = _DECLARED_CHARSET.search(data, 0, 65536)
+        return known_charset(match.group(1).decode("ascii")) if match else None
+    return "utf-8"
 
 
 def _download_charset(attachment, data):

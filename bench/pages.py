@@ -13,7 +13,8 @@ in DIR/var, as ``--data`` and bench/search.py leave them, upgraded at
 start-up if it is older), times the same kinds of page in each (the list
 overview, its threads by activity and by popularity, its API thread list,
 the busiest month and its year, the largest thread and its first
-message), and prints side by side their p50, the server's CPU time per
+message, the list's feeds of messages and of threads, the largest thread's
+feed, the profile of the list's top poster), and prints side by side their p50, the server's CPU time per
 request and the records each loads from the storage with an emptied cache
 (a figure the machine's load does not change), with the ratios of the last
 folder to the first; then the time each archive took to open
@@ -80,6 +81,7 @@ def pick_pages(config):
         largest = max(mailing_list.threads.values(), key=lambda thread: (len(thread), thread.__name__))
         path = lambda *parts: request.resource_path(*parts)  # noqa: E731
         month_page = path(mailing_list[year][str(int(month))])
+        top_poster = activity.top_senders_ever(1)[0][0]
         return opening, {
             "index": "/",
             "list overview": path(mailing_list),
@@ -92,6 +94,10 @@ def pick_pages(config):
             "API: the list's threads": f"/api/list/{LIST}/threads/",
             "largest thread": path(largest),
             "its first message": path(mailing_list.messages[largest.starter]),
+            "the list's feed": path(mailing_list, "feed", ""),
+            "its feed of threads": path(mailing_list, "feed", "threads"),
+            "the largest thread's feed": path(largest, "t.atom"),
+            "its top poster's profile": f"/users/{env['root'].people.person_id(top_poster)}/",
         }
 
 

@@ -9,7 +9,8 @@ same pipeline here, so both paths give the same word ids.
 Chinese, Japanese and Korean put no space between words: a run of their
 letters is indexed as its characters and the pairs of them (see
 ``split_cjk_runs``); every other word is split as zope.index's Splitter
-splits it.
+splits it, once the marks that stand inside words (a soft hyphen) are
+taken out.
 
 Postings: kept packed (see below), which is what most of a commit's time
 went to. Queries, scores and phrase search are zope.index's own.
@@ -73,6 +74,17 @@ def split_cjk_runs(words):
     return split
 
 
+# Marks that stand inside a word, never between two: the soft hyphen (a
+# break, if need be: HTML's &shy;), the word joiner and the zero-width
+# no-break space. Left in, each would cut its word in pieces no query finds.
+_IN_WORD_MARKS = dict.fromkeys(map(ord, "\u00ad\u2060\ufeff"))
+
+
+def without_in_word_marks(text):
+    """``text`` without the invisible marks that stand inside words."""
+    return text if text.isascii() else text.translate(_IN_WORD_MARKS)
+
+
 class CJKSplitter(Splitter):
     """zope.index's Splitter, runs of CJK letters cut by ``split_cjk_runs``.
 
@@ -82,7 +94,10 @@ class CJKSplitter(Splitter):
     """
 
     def process(self, lst):
-        return split_cjk_runs(super().process(lst))
+        return split_cjk_runs(super().process([without_in_word_marks(text) for text in lst]))
+
+    def processGlob(self, lst):
+        return super().processGlob([without_in_word_marks(text) for text in lst])
 
 
 PIPELINE = (CJKSplitter, CaseNormalizer, StopWordRemover)
@@ -103,8 +118,11 @@ def split_words(text, pipeline=_pipeline):
     """The words of ``text`` (a string or strings) as the lexicon indexes them, in order."""
     if pipeline is _pipeline and isinstance(text, str):
         # The three standard steps in one pass.
+        ascii_only = text.isascii()
+        if not ascii_only:
+            text = text.translate(_IN_WORD_MARKS)
         words = _find_words(text)
-        if not text.isascii() and has_cjk_letters(text):
+        if not ascii_only and has_cjk_letters(text):
             words = split_cjk_runs(words)
         return [word for word in map(str.lower, words) if word not in _stop_words]
     words = [text] if isinstance(text, str) else list(text)

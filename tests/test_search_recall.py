@@ -368,3 +368,22 @@ def test_an_archive_made_before_cjk_words_were_split_keeps_its_words_and_splits_
         assert found(application, "我们明天讨论内核补丁的问题")[0] == []
     finally:
         application.registry._zodb_databases[""].close()
+
+
+def test_a_word_holding_a_soft_hyphen_or_a_word_joiner_is_one_word(tmp_path):
+    """Invisible marks that say "no break here" or "break here if need be" are inside a word, not between two.
+
+    HTML newsletters hyphenate long words with &shy;; a reader pasting such a
+    word from the page into the search box pastes the marks too.
+    """
+    application = make_app(tmp_path)
+    try:
+        with prepare(registry=application.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], DEV), mail(
+                41, "Das Kran\u00adken\u00adhaus ist offen, sagt die Wort\u2060verbindung.\n", subject="Neu"))
+            transaction.commit()
+        for query in ("krankenhaus", "Kran\u00adken\u00adhaus", "wortverbindung", '"krankenhaus ist offen"'):
+            assert found(application, query)[0] == [41], query
+        assert found(application, "kran")[0] == []
+    finally:
+        application.registry._zodb_databases[""].close()

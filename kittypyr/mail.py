@@ -577,6 +577,10 @@ def _simple_address(value):
     return None
 
 
+# "jdoe at example.com", "jdoe at example.com (John Doe)": an address Pipermail hid.
+_ADDRESS_WITH_AT = re.compile(r"^([^\s@()<>\"]+) at ([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})(?:\s+\((.*)\))?$")
+
+
 def _parse_sender(headers, hint, notes):
     """(display name, lower-cased address) from From, Sender or Reply-To."""
     fallback_name = ""
@@ -598,6 +602,11 @@ def _parse_sender(headers, hint, notes):
             if "@" in pair_address:
                 name, address = pair_name, pair_address
                 break
+        hidden = None if address else _ADDRESS_WITH_AT.match(value)
+        if hidden is not None:
+            # Pipermail's "jdoe at example.com (John Doe)", come back to a list.
+            name, address = hidden.group(3) or "", f"{hidden.group(1)}@{hidden.group(2)}"
+            notes.add("%s address written with \"at\" read as an address" % header.title())
         if not address and pairs and pairs[0][1] and "<" in value:
             # A local address written explicitly as <user> is still one.
             name, address = pairs[0]

@@ -91,6 +91,16 @@ def test_raw_utf8_with_a_stray_byte_is_still_read_as_utf8():
     assert parse(make_message(headers={"Subject": "Müller à Zürich".encode("latin-1")})).subject == "Müller à Zürich"
 
 
+def test_an_address_written_with_at_is_read_as_an_address():
+    """Pipermail's way of hiding addresses, in a From that came back to a list (HyperKitty reads it so too)."""
+    for value, name in (("user at example.com", ""), ("jdoe at example.com (John Doe)", "John Doe")):
+        mail = parse(make_message(headers={"From": value}))
+        assert (mail.sender_name, mail.sender_address) == (name, value.split()[0] + "@example.com")
+    # Words that merely hold "at" stay a name.
+    mail = parse(make_message(headers={"From": "Meet at noon"}))
+    assert (mail.sender_name, mail.sender_address) == ("Meet at noon", "")
+
+
 def test_a_utf16_body_does_not_decide_how_raw_8bit_headers_read():
     # The body's charset is the usual hint for raw header bytes, but a
     # wide one reads any two bytes as a character.

@@ -37,7 +37,6 @@ from pyramid.security import NO_PERMISSION_REQUIRED
 from pyramid.traversal import find_root
 from pyramid.view import view_config
 from repoze.catalog.query import Eq
-from zope.index.text.parsetree import ParseError
 
 from kittypyr.catalog import Narrowed, search
 from kittypyr.queries import newest_messages
@@ -45,7 +44,7 @@ from kittypyr.readers import reader_for
 from kittypyr.rendering import obfuscate_address, render_body
 from kittypyr.resources import Archive, MailingList, Message, Thread
 from kittypyr.resources.browsing import Month, ThreadAlias
-from kittypyr.search import SearchLimits, message_query, visible_list_addresses
+from kittypyr.search import SearchLimits, run_search, visible_list_addresses
 from kittypyr.security import SITE_ADMIN, memberships, site_admins, site_secret
 from kittypyr.stats import activity_of
 from kittypyr.views.presentation import display_name, set_validators, subject_line
@@ -253,13 +252,11 @@ def search_feed(context, request):
     mlist = request.params.get("mlist") or None
     messages = []
     if text:
-        asked = message_query(context, text, visible_list_addresses(request), mlist=mlist,
-                              limits=SearchLimits.from_settings(request.registry.settings))
-        if asked.catalog_query is not None:
-            try:
-                messages = _newest_messages(context, asked.catalog_query)
-            except ParseError:
-                messages = []
+        # The search page's own way to the newest matches, which reads what
+        # it finds rather than every message of the lists in scope.
+        found = run_search(context, text, visible_list_addresses(request), mlist=mlist, sort="date-desc",
+                           size=FEED_SIZE, limits=SearchLimits.from_settings(request.registry.settings))
+        messages = [hit.message for hit in found.hits]
     query = [("q", text)] + ([("mlist", mlist)] if mlist else [])
     return _messages_feed(request, request.resource_url(context, "search.atom", query=query), messages,
                           f"Search: {text}",

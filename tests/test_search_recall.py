@@ -98,13 +98,19 @@ CORPUS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    application = make_app(tmp_path_factory.mktemp("recall"))
+def archive_of(folder, corpus):
+    """An application whose list DEV holds ``corpus``."""
+    application = make_app(folder)
     with prepare(registry=application.registry) as env:
-        for raw in CORPUS:
+        for raw in corpus:
             archive_message(ensure_mailing_list(env["root"], DEV), raw)
         transaction.commit()
+    return application
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    application = archive_of(tmp_path_factory.mktemp("recall"), CORPUS)
     yield application
     application.registry._zodb_databases[""].close()
 
@@ -271,11 +277,7 @@ CJK_CORPUS = [
 
 @pytest.fixture(scope="module")
 def cjk_app(tmp_path_factory):
-    application = make_app(tmp_path_factory.mktemp("cjk"))
-    with prepare(registry=application.registry) as env:
-        for raw in CJK_CORPUS:
-            archive_message(ensure_mailing_list(env["root"], DEV), raw)
-        transaction.commit()
+    application = archive_of(tmp_path_factory.mktemp("cjk"), CJK_CORPUS)
     yield application
     application.registry._zodb_databases[""].close()
 
@@ -376,12 +378,9 @@ def test_a_word_holding_a_soft_hyphen_or_a_word_joiner_is_one_word(tmp_path):
     HTML newsletters hyphenate long words with &shy;; a reader pasting such a
     word from the page into the search box pastes the marks too.
     """
-    application = make_app(tmp_path)
+    application = archive_of(tmp_path, [mail(
+        41, "Das Kran\u00adken\u00adhaus ist offen, sagt die Wort\u2060verbindung.\n", subject="Neu")])
     try:
-        with prepare(registry=application.registry) as env:
-            archive_message(ensure_mailing_list(env["root"], DEV), mail(
-                41, "Das Kran\u00adken\u00adhaus ist offen, sagt die Wort\u2060verbindung.\n", subject="Neu"))
-            transaction.commit()
         for query in ("krankenhaus", "Kran\u00adken\u00adhaus", "wortverbindung", '"krankenhaus ist offen"'):
             assert found(application, query)[0] == [41], query
         assert found(application, "kran")[0] == []

@@ -365,8 +365,15 @@ def known_charset(label):
     labelled so smuggle markup past filters.
     """
     label = _normalize_charset_name(label or "")
-    codec, misspelled = _resolve_charset(label) if label else (None, False)
+    if not _CHARSET_LABEL.match(label):
+        # The codec lookup reads any run of punctuation as "_" ("utf\r\n8"):
+        # the label goes into a header, so it is a token or nothing.
+        return None
+    codec, misspelled = _resolve_charset(label)
     return label if codec is not None and codec != "utf-7" and not misspelled else None
+
+
+_CHARSET_LABEL = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,39}\Z")
 
 
 def decode_bytes(data, charset):

@@ -297,6 +297,17 @@ def test_a_text_attachment_is_read_in_the_charset_it_declares(tmp_path):
         assert download.body == russian.encode("koi8-r")
         for word in ("зайчонок", "žluťoučký"):
             assert browser.get("/search", params={"q": word}).html.select("ol.hits li"), word
+        # A label that is no token (RFC 2231 lets a part spell any byte) labels nothing.
+        for label in ("utf%0D%0A8", "utf%228", "utf%208"):
+            with prepare(registry=app.registry) as env:
+                archive_message(env["root"].lists[LIST], make_message(
+                    message_id=f"<label-{label}@example.org>", subject="Odd label", sender=ADA, date=START,
+                    body=multipart("mixed", text_part("One file.\n"), attachment(
+                        b"plain text\n", f"text/plain; charset*=us-ascii''{label}", "odd.txt"))))
+                transaction.commit()
+            odd = browser.get(f"/list/{LIST}/message/{message_id_hash(f'<label-{label}@example.org>')}/")
+            download = browser.get(odd.html.select_one("ul.attachments li a")["href"])
+            assert download.headers["Content-Type"] == "text/plain; charset=utf-8", label
     finally:
         app.registry._zodb_databases[""].close()
 

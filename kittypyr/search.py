@@ -37,7 +37,7 @@ from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 from kittypyr.catalog import Narrowed, make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
 from kittypyr.lexicon import has_cjk_letters, split_words, without_in_word_marks
-from kittypyr.msgid import message_id_hash
+from kittypyr.msgid import message_id_hash, message_id_of_header_value
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
@@ -61,7 +61,9 @@ log = logging.getLogger(__name__)
 _TOKEN = re.compile(r'(-?)(?:(\w+):)?("[^"]*"?|\S+)')
 _DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
 _WORD_CHARS = re.compile(r"\w+", re.UNICODE)
-# A Message-ID as mail clients, logs and bounces show it; bare, it is searched as ``id:``.
+# A Message-ID as mail clients, logs and bounces show it: a query of that
+# alone finds its message, if there is one, else is searched as words (an
+# address written so, "<torvalds@linux-foundation.org>").
 _BRACKETED_ID = re.compile(r"^<[^<>\s]+@[^<>\s]+>$")
 # The hash a message's URL ends with.
 _ID_HASH = re.compile(r"^[A-Za-z2-7]{32}$")
@@ -138,6 +140,7 @@ class ParsedSearch:
     files: list = field(default_factory=list)  # file: keys
     kinds: list = field(default_factory=list)  # is: values
     message_ids: list = field(default_factory=list)  # id: values, without their <>
+    pasted_id: tuple = None  # (Message-ID, its Term): a query of one bare "<id@host>"
     start: datetime = None
     end: datetime = None  # exclusive
     problems: list = field(default_factory=list)
@@ -146,7 +149,8 @@ class ParsedSearch:
     @property
     def has_fields(self):
         return bool(self.subject or self.senders or self.lists or self.tags or self.has_attachment
-                    or self.files or self.kinds or self.message_ids or self.start or self.end)
+                    or self.files or self.kinds or self.message_ids or self.pasted_id or self.start
+                    or self.end)
 
     @property
     def unsearchable(self):
@@ -305,8 +309,10 @@ def parse_search(query, limits=DEFAULT_LIMITS):
         query = query[: limits.max_query_chars]
     pending_or = False
     terms = 0
+    pasted = None  # the last bare "<id@host>" of the query
     for match in _TOKEN.finditer(query):
         negative, name, value = match.group(1) == "-", match.group(2), match.group(3)
+        bare_id = name is None and not negative and _BRACKETED_ID.match(value) is not None
         if value.startswith('"'):
             if len(value) == 1 or not value.endswith('"'):
                 parsed.problems.append("A quote was not closed; the rest was read as a phrase.")
@@ -316,8 +322,6 @@ def parse_search(query, limits=DEFAULT_LIMITS):
         if name is None and value == "OR" and not negative:
             pending_or = bool(parsed.groups)
             continue
-        if name is None and _BRACKETED_ID.match(value):
-            name = "id"
         zones = ZONE_FIELDS.get((name or "").lower(), 0)
         joins_or = pending_or and (name is None or zones) and not negative
         if joins_or and len(parsed.groups[-1]) >= limits.max_or_branches:
@@ -348,11 +352,15 @@ def parse_search(query, limits=DEFAULT_LIMITS):
                 parsed.groups[-1].append(term)
             else:
                 parsed.groups.append([term])
+            if bare_id:
+                pasted = (value[1:-1], term)
             pending_or = False
             continue
         pending_or = False
         _parse_field(parsed, name, value, limits)
     _settle_words(parsed, query)
+    if pasted is not None and parsed.groups == [[pasted[1]]] and not parsed.excluded:
+        parsed.pasted_id, parsed.groups = pasted, []
     return parsed
 
 
@@ -419,11 +427,8 @@ def _parse_field(parsed, name, value, limits):
         else:
             parsed.files.append(key)
     elif name == "id":
-        value = value.strip().removeprefix("<").removesuffix(">")
-        if value:
-            parsed.message_ids.append(value)
-        else:
-            parsed.problems.append("“id:” needs a Message-ID.")
+        # An empty one finds nothing, as an unknown one does.
+        parsed.message_ids.append(value.strip().removeprefix("<").removesuffix(">"))
     elif name == "is":
         if value.lower() in KINDS:
             parsed.kinds.append(value.lower())
@@ -622,6 +627,17 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
             conditions.append(Any("file", keys))
     for kind in parsed.kinds:
         conditions.append(Eq("is", kind))
+    if parsed.pasted_id is not None:
+        message_id, term = parsed.pasted_id
+        docids, problems = _messages_by_id(archive, scope, [message_id])
+        if docids:
+            conditions.append(InDocuments(docids, archive.catalog.family))
+        elif any(problem.endswith(_DELETED) for problem in problems):
+            found.problems.extend(problems)
+            return found
+        else:
+            parsed.groups = [[term]]
+            found.highlight_words = parsed.highlight_words
     if parsed.message_ids:
         docids, problems = _messages_by_id(archive, scope, parsed.message_ids)
         found.problems.extend(problems)
@@ -657,6 +673,9 @@ class InDocuments(Query):
         return self.docids
 
 
+_DELETED = "was deleted from the archive."
+
+
 def _messages_by_id(archive, scope, message_ids):
     """``(docids, problems)``: the messages of the lists in ``scope`` stored under any of ``message_ids``.
 
@@ -667,7 +686,8 @@ def _messages_by_id(archive, scope, message_ids):
     docids, problems = [], []
     document_map = archive.document_map
     for message_id in message_ids:
-        names = {message_id_hash(message_id)}
+        # Cut as the one stored was, when it is longer than a Message-ID may be.
+        names = {message_id_hash(message_id_of_header_value(f"<{message_id}>"))}
         if _ID_HASH.match(message_id):
             names.add(message_id.upper())
         held = deleted = False
@@ -683,7 +703,7 @@ def _messages_by_id(archive, scope, message_ids):
                 elif name in messages.tombstones:
                     deleted = True
         if not held:
-            problems.append(f"The message <{message_id}> was deleted from the archive." if deleted
+            problems.append(f"The message <{message_id}> {_DELETED}" if deleted
                             else f"No message with the Message-ID <{message_id}> is in these lists.")
     return docids, problems
 

@@ -257,13 +257,25 @@ def test_a_message_id_finds_its_message(app):
     assert found(app, "id:s3@example.org quick")[0] == [3]
     assert found(app, "id:s3@example.org jumps")[0] == []
     assert found(app, "id:s1@example.org OR id:s6@example.org")[0] == [1, 6]
-    ids, results = found(app, "<nothing@example.org>")
+    ids, results = found(app, "id:nothing@example.org")
     assert ids == [] and any("nothing@example.org" in p for p in results.problems)
+    assert found(app, "id:")[0] == found(app, "id:<>")[0] == []
     # Another list's message, when the search is in one list, or the list is not the reader's.
-    assert found(app, "<s6@example.org>", mlist=DEV)[0] == []
-    ids, hidden = found(app, "<s6@example.org>", lists=(DEV,))
-    unknown = found(app, "<s7@example.org>", lists=(DEV,))[1].problems
+    assert found(app, "id:s6@example.org", mlist=DEV)[0] == []
+    ids, hidden = found(app, "id:s6@example.org", lists=(DEV,))
+    unknown = found(app, "id:s7@example.org", lists=(DEV,))[1].problems
     assert ids == [] and hidden.problems == [p.replace("s7@", "s6@") for p in unknown]
+    assert found(app, "<s6@example.org>", lists=(DEV,))[0] == found(app, "<s7@example.org>", lists=(DEV,))[0]
+
+
+def test_an_address_in_angle_brackets_is_still_searched_as_words(app):
+    """Only a query of one bare "<id@host>" that names a message is a Message-ID: else it is words, as before."""
+    assert found(app, "<ada@example.org>")[0] == []  # no message has that id, and no body that address
+    assert found(app, "<quick@brown.fox>")[0] == [1, 2, 5, 6]  # the words quick, brown, fox
+    assert found(app, '"<s3@example.org>"')[0] == []  # quoted: words
+    assert found(app, "bears <s3@example.org>")[0] == []  # beside words: words
+    assert found(app, "quick -<s2@example.org>")[0] == [1, 2, 3, 5, 6]  # left out: as words
+    assert found(app, "<s3@example.org> list:dev")[0] == [3]  # beside fields: a Message-ID
 
 
 def test_a_message_id_of_a_deleted_message_says_it_was_deleted(tmp_path):

@@ -302,3 +302,19 @@ def test_the_search_page_finds_a_pasted_message_id(app):
     page = TestApp(app).get("/search", params={"q": "<s4@example.org>"})
     assert "1 message found" in page.text
     assert "Kernel oops" in page.html.select_one("ol.hits li").text
+
+
+def test_a_message_id_longer_than_one_may_be_is_found_pasted_whole(tmp_path):
+    long_id = "<" + "x" * 300 + "@example.org>"
+    application = make_app(tmp_path)
+    try:
+        with prepare(registry=application.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], DEV), make_message(
+                message_id=long_id, subject="Long id", body="A message with a long id.\n"))
+            transaction.commit()
+        for query in (long_id, "id:" + long_id):
+            with prepare(registry=application.registry) as env:
+                hits = run_search(env["root"], query, [DEV]).hits
+                assert [hit.message.subject for hit in hits] == ["Long id"], query
+    finally:
+        application.registry._zodb_databases[""].close()

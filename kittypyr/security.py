@@ -24,6 +24,7 @@ a view having to remember it.
 """
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -102,7 +103,7 @@ class Memberships:
             entry = self.entries.get(address)
         if entry is not None and entry[0] > now:
             return entry[1:]
-        ttl = float(registry.settings.get("kittypyr.mailman_roles_ttl") or self.ttl)
+        ttl = _seconds(registry.settings.get("kittypyr.mailman_roles_ttl") or self.ttl, self.ttl)
         roles, exists, failed = self._fetch(registry, address)
         with self.lock:
             self.entries[address] = (now + (min(ttl, self.failure_ttl) if failed else ttl), roles, exists)
@@ -137,6 +138,16 @@ class Memberships:
         roles = frozenset((entry["list_id"], entry["role"]) for entry in entries
                           if entry.get("role") in ROLES and (entry.get("email") or "").lower() == own)
         return roles, True, False
+
+
+@functools.lru_cache(maxsize=8)
+def _seconds(value, default):
+    """A number of seconds from the settings; ``default``, said once in the log, for what is none."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        log.warning("kittypyr.mailman_roles_ttl = %r is no number of seconds: %s used", value, default)
+        return default
 
 
 def _has_account(client, address):

@@ -19,7 +19,7 @@ from webtest import TestApp
 from kittypyr import main
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, add_session_generations, bootstrap_archive
-from tests.accounts import FakeMailman, log_in, log_out
+from tests.accounts import PASSWORD, FakeMailman, log_in, log_out
 from tests.mailbuilder import make_message
 from tests.test_app import make_app
 
@@ -104,6 +104,11 @@ def test_an_account_deleted_in_mailman_ends_its_sessions(site, mailman):
     mailman.remove_user(MEMBER)  # and a minute passes
     assert_anonymous(browser)
     assert_anonymous(replay(site, copied))
+    # Made again in Mailman (which tells the archive nothing), the account logs in at once.
+    mailman.passwords[MEMBER], mailman.names[MEMBER] = PASSWORD, "Mia Member"
+    mailman.roles[MEMBER] = {(PRIVATE, "member")}
+    assert log_in(browser, MEMBER).status_int == 303
+    assert "Budget" in browser.get(f"/list/{PRIVATE}/").text
 
 
 def shared_app(folder, storage):

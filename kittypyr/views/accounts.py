@@ -23,7 +23,7 @@ from kittypyr.mailman import (
     verify_address,
 )
 from kittypyr.resources import Archive, MailingList
-from kittypyr.security import User, login_throttle, sign, signup_throttle, unsign
+from kittypyr.security import User, login_throttle, memberships, sign, signup_throttle, unsign
 from kittypyr.standalone import no_accounts_page
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,9 @@ def login(context, request):
         return _login_form(request, came_from, address, status=503,
                            error="Accounts cannot be checked right now. Please try again later.")
     login_throttle.succeeded(failures, address)
+    # Mailman just accepted the account: what this process kept of it (its
+    # roles, that it was deleted, if it was made again since) is stale.
+    memberships.forget(address)
     headers = remember(request, User(address, display_name, user_id))
     return HTTPSeeOther(came_from, headers=headers)
 

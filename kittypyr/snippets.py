@@ -83,6 +83,10 @@ def _marked(text, words):
     return "".join(pieces)
 
 
+# How far back a snippet looks for the beginning of the word it starts in.
+_LONGEST_WORD = 30
+
+
 def snippet(text, words):
     """A short piece of ``text`` where ``words`` matched, the words in <mark>.
 
@@ -104,8 +108,11 @@ def snippet(text, words):
         if at < 0:
             piece = line
         else:
-            # Start at a word's beginning, not in the middle of one.
-            while begin > at and not text[begin - 1].isspace():
+            # Start at a word's beginning, not in the middle of one; a text
+            # without spaces (Chinese, Japanese) is cut where it is, rather
+            # than from its line's start, which may leave the match out.
+            earliest = max(at, begin - _LONGEST_WORD)
+            while begin > earliest and not text[begin - 1].isspace():
                 begin -= 1
             piece = text[begin:]
         prefix = "… " if begin > 0 else ""

@@ -333,6 +333,15 @@ def test_a_chinese_word_is_marked_in_the_snippet(cjk_app):
     assert ids == [36] and "新的<mark>驱</mark>动程序" in str(results.hits[0].snippet)
 
 
+
+def test_a_word_far_into_a_long_line_without_spaces_is_marked_in_the_snippet():
+    from kittypyr.snippets import snippet
+
+    line = "これは長い文章です。" * 36 + "カーネルのパッチ。" + "続きの文章です。" * 30
+    shown = str(snippet(line, ["カーネル"]))
+    assert "<mark>カーネル</mark>" in shown and shown.startswith("… ")
+
+
 def archive_as_before_cjk_words_were_split(application, raws, monkeypatch):
     """``raws`` archived as kittypyr did before: each run of CJK letters one word, the schema of then."""
     from zope.index.text.lexicon import CaseNormalizer, Splitter, StopWordRemover

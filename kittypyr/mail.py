@@ -362,7 +362,8 @@ def known_charset(label):
     """``label`` when it names a charset a browser reads too, else None.
 
     Never UTF-7, which browsers no longer read and which once let text
-    labelled so smuggle markup past filters.
+    labelled so smuggle markup past filters, nor a label browsers read as
+    nothing at all.
     """
     label = _normalize_charset_name(label or "")
     if not _CHARSET_LABEL.match(label):
@@ -370,10 +371,15 @@ def known_charset(label):
         # the label goes into a header, so it is a token or nothing.
         return None
     codec, misspelled = _resolve_charset(label)
-    return label if codec is not None and codec != "utf-7" and not misspelled else None
+    if codec is None or codec == "utf-7" or misspelled or label in _READ_AS_NOTHING:
+        return None
+    return label
 
 
 _CHARSET_LABEL = re.compile(r"^[a-z0-9][a-z0-9._:-]{0,39}\Z")
+# Labels browsers read as the "replacement" encoding: the whole text one U+FFFD.
+_READ_AS_NOTHING = frozenset({"csiso2022kr", "hz-gb-2312", "iso-2022-cn", "iso-2022-cn-ext", "iso-2022-kr",
+                              "replacement"})
 
 
 def decode_bytes(data, charset):

@@ -321,6 +321,19 @@ def test_the_raw_mail_is_labelled_with_a_charset_that_reads_it(tmp_path):
         "koi8": make_message(message_id="<raw-koi8@example.org>", body=russian.encode("koi8-r"), charset="koi8-r"),
         "latin1": make_message(message_id="<raw-latin1@example.org>", body="Grüße.\n".encode("latin-1"),
                                charset=None),
+        # A charset named in the text is no declaration.
+        "named": make_message(message_id="<raw-named@example.org>",
+                              body="Write <meta charset=utf-16> in the page, Grüße.\n".encode("latin-1"),
+                              charset=None),
+        # A first part declared UTF-8, a Latin-1 attachment: the bytes are not UTF-8.
+        "mixed": (b"Message-ID: <raw-mixed@example.org>\nFrom: a@example.org\nSubject: Mixed\n"
+                  b"Date: Thu, 2 Apr 2020 09:00:00 +0000\nMIME-Version: 1.0\n"
+                  b'Content-Type: multipart/mixed; boundary="b"\n\n--b\n'
+                  b"Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: 8bit\n\n"
+                  + "Grüße.\n".encode("utf-8") + b"--b\n"
+                  b"Content-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: 8bit\n"
+                  b'Content-Disposition: attachment; filename="old.txt"\n\n'
+                  + "Grüße.\n".encode("latin-1") + b"--b--\n"),
     }
     try:
         with prepare(registry=app.registry) as env:
@@ -335,7 +348,7 @@ def test_the_raw_mail_is_labelled_with_a_charset_that_reads_it(tmp_path):
             assert answer.body == raw
             labels[name] = answer.headers["Content-Type"]
         assert labels == {"utf8": "text/plain; charset=utf-8", "koi8": "text/plain; charset=koi8-r",
-                          "latin1": "text/plain"}
+                          "latin1": "text/plain", "named": "text/plain", "mixed": "text/plain; charset=iso-8859-1"}
     finally:
         app.registry._zodb_databases[""].close()
 

@@ -1,5 +1,6 @@
 """A thread on one page, a single message, its raw bytes and attachments."""
 
+import codecs
 import collections
 import re
 import threading
@@ -311,18 +312,26 @@ class MessageViews:
         return response
 
 
-# The first charset a mail declares, in its header or a part's.
-_DECLARED_CHARSET = re.compile(rb'charset\s*=\s*"?([A-Za-z0-9_.:-]{1,40})', re.IGNORECASE)
+# A Content-Type field of the mail or of one of its parts, folded lines and all.
+_CONTENT_TYPE_FIELD = re.compile(rb"^content-type:[^\n]*(?:\n[ \t][^\n]*)*", re.IGNORECASE | re.MULTILINE)
+_CHARSET_PARAMETER = re.compile(rb'charset\s*=\s*"?([A-Za-z0-9_.:-]{1,40})', re.IGNORECASE)
 
 
 def _raw_charset(data):
-    """What to label a mail's original bytes with: UTF-8 when they are that, else the charset the mail declares first, else none."""
+    """What to label a mail's original bytes with: UTF-8 when they are that, else the first other charset
+    its Content-Type fields declare (a mail's text in its body is no declaration), else none."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
-        match = _DECLARED_CHARSET.search(data, 0, 65536)
-        return known_charset(match.group(1).decode("ascii")) if match else None
-    return "utf-8"
+        pass
+    else:
+        return "utf-8"
+    for field in _CONTENT_TYPE_FIELD.finditer(data, 0, 65536):
+        match = _CHARSET_PARAMETER.search(field.group())
+        label = known_charset(match.group(1).decode("ascii")) if match else None
+        if label is not None and codecs.lookup(label).name != "utf-8":
+            return label
+    return None
 
 
 def _download_charset(attachment, data):

@@ -143,11 +143,11 @@ def split_cjk_words(archive):
 
     Each text index's lexicon splits them so from now on, new mail and
     queries alike (``kittypyr.lexicon.split_cjk_runs``). Mail indexed
-    before keeps each run whole: the archive notes it, for ``kittypyr
-    info`` to say, until ``kittypyr reindex --cjk`` indexes that mail
-    again. No message is read here.
+    before keeps each run whole: an archive holding such words notes it,
+    for ``kittypyr info`` to say, until ``kittypyr reindex --cjk`` indexes
+    that mail again. No message is read here.
     """
-    from kittypyr.lexicon import Lexicon
+    from kittypyr.lexicon import Lexicon, has_cjk_letters
 
     if archive.catalog is None:
         return
@@ -156,7 +156,8 @@ def split_cjk_words(archive):
         lexicon = getattr(text_index, "_lexicon", None)
         if isinstance(lexicon, Lexicon):
             lexicon.use_cjk_splitter()
-            if text_index.documentCount():
+            # Read once, at the upgrade: the words alone, not the mail.
+            if text_index.documentCount() and any(map(has_cjk_letters, lexicon.words())):
                 archive.text_indexed_before_cjk_split = True
 
 

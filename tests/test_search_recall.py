@@ -381,6 +381,17 @@ def test_an_archive_made_before_cjk_words_were_split_keeps_its_words_and_splits_
         application.registry._zodb_databases[""].close()
 
 
+def test_an_archive_without_cjk_words_is_not_told_to_index_them_again(tmp_path, monkeypatch):
+    application = make_app(tmp_path)
+    archive_as_before_cjk_words_were_split(application, CJK_CORPUS[4:5], monkeypatch)
+    try:
+        with prepare(registry=application.registry) as env:
+            assert not getattr(env["root"], "text_indexed_before_cjk_split", False)
+        assert found(application, "kernel")[0] == [35]
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
 def test_a_word_holding_a_soft_hyphen_or_a_word_joiner_is_one_word(tmp_path):
     """Invisible marks that say "no break here" or "break here if need be" are inside a word, not between two.
 

@@ -246,3 +246,14 @@ def test_the_help_page_names_the_limits(browser):
     page = browser.get("/search-help")
     assert f"first {LIMITS.max_query_chars} characters" in page.text
     assert f"first {LIMITS.max_phrase_words} words of a phrase" in page.text
+
+
+# Bytes that are not UTF-8
+
+@pytest.mark.parametrize("url", ["/search?q=%FF", "/search?q=%ED%A0%80", "/api/search?q=%FF", "/search.atom?q=%FF",
+                                 "/%FF", f"/list/{LIST}/%FF/", f"/list/{LIST}/?page=%FF"])
+def test_an_address_that_is_not_utf8_answers_400_not_500(browser, url):
+    """A link pasted from a page in another charset, or a probe: a clear refusal, not a traceback."""
+    answer = browser.get(url, status=400)
+    assert "not UTF-8" in answer.text
+    assert browser.get("/search", params={"q": "widget"}).status_int == 200

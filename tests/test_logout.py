@@ -258,3 +258,4 @@ def test_without_a_secret_every_process_of_an_archive_takes_its_sessions(tmp_pat
     finally:
         for app in apps:
             app.registry._zodb_databases[""].close()
+

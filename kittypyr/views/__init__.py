@@ -1,6 +1,7 @@
 """Pages and APIs. Each module registers views on resource types."""
 
 from pyramid.traversal import find_interface
+from pyramid.tweens import INGRESS
 
 from kittypyr.resources import MailingList
 from kittypyr.views.community import current_reader
@@ -17,3 +18,4 @@ def includeme(config):
     config.add_request_method(current_reader, "reader", reify=True)
     config.add_static_view("static", "kittypyr:static", cache_max_age=3600)
     config.scan("kittypyr.views")
+    config.add_tween("kittypyr.views.errors.utf8_addresses_tween_factory", under=INGRESS)

@@ -1,6 +1,9 @@
 """Pages for what is not there, and the headers every response carries."""
 
+from urllib.parse import unquote_to_bytes
+
 from pyramid.events import NewResponse, subscriber
+from pyramid.response import Response
 from pyramid.view import notfound_view_config
 
 CONTENT_SECURITY_POLICY = (
@@ -33,3 +36,34 @@ def not_found(request):
         return forbidden(request)
     request.response.status = 404
     return {"mailing_list": request.current_list}
+
+
+NOT_UTF8 = "The address holds bytes that are not UTF-8 text: correct the link or the query.\n"
+
+
+def _not_utf8(data):
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def utf8_addresses_tween_factory(handler, registry):
+    """400 for a path or a query that is not UTF-8 once decoded, before any code reads it.
+
+    A link pasted from a page in another charset, or a probe: every
+    reader of ``request.params`` or of the path would raise, a 500.
+    """
+
+    def only_utf8_addresses(request):
+        environ = request.environ
+        # WSGI gives the decoded path and the raw query, as Latin-1 strings.
+        path = environ.get("PATH_INFO", "").encode("latin-1", "replace")
+        query = unquote_to_bytes(environ.get("QUERY_STRING", "").encode("latin-1", "replace"))
+        if _not_utf8(path) or _not_utf8(query):
+            return Response(NOT_UTF8, status=400, content_type="text/plain", charset="utf-8")
+        return handler(request)
+
+    return only_utf8_addresses
+

@@ -255,7 +255,8 @@ def search_feed(context, request):
         # The search page's own way to the newest matches, which reads what
         # it finds rather than every message of the lists in scope.
         found = run_search(context, text, visible_list_addresses(request), mlist=mlist, sort="date-desc",
-                           size=FEED_SIZE, limits=SearchLimits.from_settings(request.registry.settings))
+                           size=FEED_SIZE, limits=SearchLimits.from_settings(request.registry.settings),
+                           snippets=False)
         messages = [hit.message for hit in found.hits]
     query = [("q", text)] + ([("mlist", mlist)] if mlist else [])
     return _messages_feed(request, request.resource_url(context, "search.atom", query=query), messages,

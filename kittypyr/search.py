@@ -723,7 +723,7 @@ def unseen_by(archive, visible_lists):
 
 
 def run_search(archive, query, visible_lists, mlist=None, sort="relevance", start=0, size=20,
-               limits=DEFAULT_LIMITS, group="message"):
+               limits=DEFAULT_LIMITS, group="message", snippets=True):
     """Search the messages of ``visible_lists`` (addresses); return SearchResults.
 
     ``mlist`` narrows to one list (ignored unless visible). Results are the
@@ -732,14 +732,17 @@ def run_search(archive, query, visible_lists, mlist=None, sort="relevance", star
     within ``limits``. ``group="thread"`` gives one result per thread (its
     best message, with how many of the thread's messages matched), paged
     by threads. Scores count none of the lists the reader may not see
-    (``kittypyr.fulltext.ranked_without``).
+    (``kittypyr.fulltext.ranked_without``). ``snippets=False`` leaves the
+    hits' snippets empty, for who shows the messages whole (a feed).
     """
     with ranked_without(unseen_by(archive, visible_lists)):
-        return _search(archive, query, visible_lists, mlist, sort, start, size, limits, group)
+        return _search(archive, query, visible_lists, mlist, sort, start, size, limits, group, snippets)
 
 
-def _search(archive, query, visible_lists, mlist, sort, start, size, limits, group):
+def _search(archive, query, visible_lists, mlist, sort, start, size, limits, group, snippets):
     asked = message_query(archive, query, visible_lists, mlist, limits)
+    if not snippets:
+        asked.highlight_words = None
     results = SearchResults(query=query, problems=asked.problems)
     if sort not in SORTS:
         results.problems.append(f"Unknown order “{sort}”; showing the best matches first.")
@@ -1027,6 +1030,8 @@ def _in_tagged_threads(archive, list_addresses, tags):
 
 
 def _snippet_of(message, words):
+    if words is None:
+        return Markup("")
     return snippet(message.body_text, words)
 
 

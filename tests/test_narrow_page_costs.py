@@ -1,4 +1,4 @@
-"""A list's feed, a thread's feed, a sender's profile and a tag's page read what they show, not the list.
+"""A list's feed, a thread's feed, a search's feed, a sender's profile and a tag's page read what they show, not the list.
 
 Each asked the catalog for every message of the list (or of the archive)
 and intersected that with what it wanted: a feed polled every few minutes
@@ -67,6 +67,7 @@ def pages(app, monkeypatch):
         "thread feed": f"/list/{DEV}/thread/{thread}/t.atom",
         "profile": f"/users/{person}/",
         "tag": f"/list/{DEV}/tag/needs-review/",
+        "search feed": "/search.atom?q=flush",
     }
     loads = []
     setstate = Connection.setstate
@@ -111,7 +112,7 @@ def measured(tmp_path_factory):
         app.registry._zodb_databases[""].close()
 
 
-@pytest.mark.parametrize("page", ["list feed", "thread feed", "profile", "tag"])
+@pytest.mark.parametrize("page", ["list feed", "thread feed", "profile", "tag", "search feed"])
 def test_a_page_shows_the_same_and_reads_no_more_with_twice_the_older_mail(measured, page):
     small, large = measured
     (shown, read), (shown_large, read_large) = small[page], large[page]

@@ -9,8 +9,8 @@ same pipeline here, so both paths give the same word ids.
 Chinese, Japanese and Korean put no space between words: a run of their
 letters is indexed as its characters and the pairs of them (see
 ``split_cjk_runs``); every other word is split as zope.index's Splitter
-splits it, once the marks that stand inside words (a soft hyphen) are
-taken out.
+splits it, once the text is composed (NFC) and the marks that stand
+inside words (a soft hyphen) are taken out.
 
 Postings: kept packed (see below), which is what most of a commit's time
 went to. Queries, scores and phrase search are zope.index's own.
@@ -20,6 +20,7 @@ import array
 import re
 import struct
 import sys
+import unicodedata
 
 from persistent import Persistent
 from ZODB.POSException import ConflictError
@@ -80,9 +81,17 @@ def split_cjk_runs(words):
 _IN_WORD_MARKS = dict.fromkeys(map(ord, "\u00ad\u2060\ufeff"))
 
 
-def without_in_word_marks(text):
-    """``text`` without the invisible marks that stand inside words."""
-    return text if text.isascii() else text.translate(_IN_WORD_MARKS)
+def words_form(text):
+    """``text`` as its words are read: composed (NFC), without the invisible marks that stand inside words.
+
+    macOS writes an accented letter as its letter and a combining accent
+    (NFD), which the splitter would cut in two; a keyboard types it whole.
+    """
+    if text.isascii():
+        return text
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    return text.translate(_IN_WORD_MARKS)
 
 
 class CJKSplitter(Splitter):
@@ -94,10 +103,10 @@ class CJKSplitter(Splitter):
     """
 
     def process(self, lst):
-        return split_cjk_runs(super().process([without_in_word_marks(text) for text in lst]))
+        return split_cjk_runs(super().process([words_form(text) for text in lst]))
 
     def processGlob(self, lst):
-        return super().processGlob([without_in_word_marks(text) for text in lst])
+        return super().processGlob([words_form(text) for text in lst])
 
 
 PIPELINE = (CJKSplitter, CaseNormalizer, StopWordRemover)
@@ -120,7 +129,7 @@ def split_words(text, pipeline=_pipeline):
         # The three standard steps in one pass.
         ascii_only = text.isascii()
         if not ascii_only:
-            text = text.translate(_IN_WORD_MARKS)
+            text = words_form(text)
         words = _find_words(text)
         if not ascii_only and has_cjk_letters(text):
             words = split_cjk_runs(words)

@@ -36,7 +36,7 @@ from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 
 from kittypyr.catalog import Narrowed, make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
-from kittypyr.lexicon import has_cjk_letters, split_words, without_in_word_marks
+from kittypyr.lexicon import has_cjk_letters, split_words, words_form
 from kittypyr.msgid import message_id_hash, message_id_of_header_value
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
@@ -254,7 +254,7 @@ def _date_bounds(text, now=None):
 
 def _quoted(term, parsed, limits, zones=0):
     """A word or phrase as a ``Term``, cut to the limit; None if it has no word."""
-    words = _WORD_CHARS.findall(without_in_word_marks(term))
+    words = _WORD_CHARS.findall(words_form(term))
     if not words:
         return None
     most = limits.max_phrase_words

@@ -406,3 +406,17 @@ def test_a_word_holding_a_soft_hyphen_or_a_word_joiner_is_one_word(tmp_path):
         assert found(application, "kran")[0] == []
     finally:
         application.registry._zodb_databases[""].close()
+
+
+def test_a_word_is_found_whether_its_accents_are_composed_or_not(tmp_path):
+    """macOS writes "é" as "e" and a combining accent (NFD); a keyboard types it whole (NFC)."""
+    import unicodedata
+
+    decomposed = unicodedata.normalize("NFD", "Le café de Zoë, 패치를 보냈습니다.\n")
+    application = archive_of(tmp_path, [mail(42, decomposed, subject="NFD")])
+    try:
+        for query in ("café", "zoë", "패치", unicodedata.normalize("NFD", "café")):
+            assert found(application, query)[0] == [42], query
+        assert found(application, "cafe")[0] == []
+    finally:
+        application.registry._zodb_databases[""].close()

@@ -16,10 +16,12 @@ and a reply to it hangs below its nearest surviving ancestor.
 """
 
 import logging
+from types import SimpleNamespace
 
 from kittypyr.events import (
     MessageArchived,
     MessageMoved,
+    MessageReplaced,
     ObjectAdded,
     ObjectModified,
     ThreadMerged,
@@ -197,11 +199,20 @@ def store_parsed(mailing_list, parsed, registry=None):
 def _replace_rebuilt(mailing_list, message, parsed, registry):
     """The original of a rebuilt message takes its place: same name and thread, so
     the votes, tags and links made on the rebuilt one hold."""
-    before = len(message.attachments)
+    before = SimpleNamespace(date=message.date, sender_address=message.sender_address,
+                             sender_name=message.sender_name, thread=message.thread,
+                             attachments=message.attachments, mailing_list=mailing_list)
+    thread = mailing_list.threads.data.get(message.thread)
+    old_start = thread.date_started if thread is not None else None
     message.replace_content(parsed, mailing_list._p_jar)
-    if len(message.attachments) != before:
-        mailing_list.attachment_count.change(len(message.attachments) - before)
+    if len(message.attachments) != len(before.attachments):
+        mailing_list.attachment_count.change(len(message.attachments) - len(before.attachments))
     notify(ObjectModified(message), registry)
+    # Its original may be dated, or signed, otherwise than the copy was.
+    if thread is not None and thread.refile(message, before):
+        note_restart(thread, old_start, registry)
+        notify(ObjectModified(thread), registry)
+    notify(MessageReplaced(message, before), registry)
     return StoreResult(ARCHIVED, message, reason="replaced the message rebuilt from another archive")
 
 

@@ -35,6 +35,10 @@ class IMessageMoved(IObjectEvent):
     """A message now belongs to another thread (its URL stays the same)."""
 
 
+class IMessageReplaced(IObjectEvent):
+    """A message's content was replaced by its original's (it had been rebuilt from another archive)."""
+
+
 class IThreadRestarted(IObjectEvent):
     """A thread's first message changed, and with it its start date (None: emptied)."""
 
@@ -85,6 +89,16 @@ class MessageMoved:
     def __init__(self, message, old_thread):
         self.object = self.message = message
         self.old_thread = old_thread
+
+
+@implementer(IMessageReplaced)
+class MessageReplaced:
+    """``object`` took its original's content; ``before`` holds what the counts knew of it
+    (``date``, ``sender_address``, ``sender_name``, ``thread``, ``attachments``, ``mailing_list``)."""
+
+    def __init__(self, message, before):
+        self.object = self.message = message
+        self.before = before
 
 
 @implementer(IThreadRestarted)

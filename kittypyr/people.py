@@ -10,7 +10,7 @@ from pyramid.traversal import find_root
 from repoze.catalog.query import Any, Eq
 
 from kittypyr.catalog import Narrowed, catalogued_in, search, search_page
-from kittypyr.events import IMessageArchived, IObjectWillBeRemoved
+from kittypyr.events import IMessageArchived, IMessageReplaced, IObjectWillBeRemoved
 from kittypyr.resources import Message
 
 RECENT_MESSAGES = 100
@@ -144,6 +144,14 @@ def on_message_archived(event):
         record_post(people, event.message)
 
 
+def on_message_replaced(event):
+    """A rebuilt message's original took its place: counted for its own sender."""
+    people = people_of(event.message)
+    if people is not None:
+        forget_post(people, event.before)
+        record_post(people, event.message)
+
+
 def on_will_be_removed(event):
     people = people_of(event.object)
     if people is None:
@@ -155,4 +163,5 @@ def on_will_be_removed(event):
 
 def includeme(config):
     config.add_subscriber(on_message_archived, IMessageArchived)
+    config.add_subscriber(on_message_replaced, IMessageReplaced)
     config.add_subscriber(on_will_be_removed, IObjectWillBeRemoved)

@@ -19,6 +19,7 @@ from repoze.catalog.query import Eq
 from kittypyr.events import (
     IMessageArchived,
     IMessageMoved,
+    IMessageReplaced,
     IObjectAdded,
     IObjectModified,
     IObjectWillBeRemoved,
@@ -382,6 +383,13 @@ def on_message_archived(event):
     activity_of(event.mailing_list).record(event.message)
 
 
+def on_message_replaced(event):
+    """A rebuilt message's original took its place: counted by its own date and sender, not the copy's."""
+    activity = activity_of(event.message.mailing_list)
+    activity.forget(event.before, event.before.thread)
+    activity.record(event.message)
+
+
 def on_thread_added(event):
     if isinstance(event.object, Thread):
         activity = activity_of(event.object.mailing_list)
@@ -494,6 +502,7 @@ def window_of(activity, day, days=WINDOW_DAYS):
 
 def includeme(config):
     config.add_subscriber(on_message_archived, IMessageArchived)
+    config.add_subscriber(on_message_replaced, IMessageReplaced)
     config.add_subscriber(on_thread_added, IObjectAdded)
     config.add_subscriber(on_thread_modified, IObjectModified)
     config.add_subscriber(on_thread_removed, IObjectWillBeRemoved)

@@ -127,3 +127,43 @@ def test_the_list_feed_holds_the_newest_messages_by_date(measured):
     shown = [int(n) for n in re.findall(r"(?:Ada|Bo)&amp;#x27;s word (\d+)", feed)]
     assert shown == list(range(12)) + list(range(FEED_SIZE - 12))
 
+
+
+def test_an_original_dated_otherwise_than_its_rebuilt_copy_moves_every_figure_with_it(tmp_path):
+    """The original of a message rebuilt from a HyperKitty database takes its place with its own date and sender:
+    its thread's last date, the list's order of threads (which the list's feed reads), its counts follow."""
+    from kittypyr.archiving import store_parsed
+    from kittypyr.health import check_archive
+    from kittypyr.mail import parse_message
+    from kittypyr.queries import newest_messages
+    from kittypyr.stats import activity_of
+
+    def parsed(raw, rebuilt=False):
+        mail = parse_message(raw)
+        mail.rebuilt = rebuilt
+        return mail
+
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            archive = env["root"]
+            mailing_list = ensure_mailing_list(archive, DEV)
+            early, late = NOW - timedelta(days=400), NOW + timedelta(hours=1)
+            store_parsed(mailing_list, parsed(make_message(
+                message_id="<swap@example.org>", subject="Swapped", sender=("Old Name", "old@example.org"),
+                date=early, body="As HyperKitty kept it.\n"), rebuilt=True), env["registry"])
+            recent(mailing_list)
+            store_parsed(mailing_list, parsed(make_message(
+                message_id="<swap@example.org>", subject="Swapped", sender=("New Name", "new@example.org"),
+                date=late, body="As it was sent.\n")), env["registry"])
+            transaction.commit()
+            name = message_id_hash("<swap@example.org>")
+            assert [message.__name__ for message in newest_messages(mailing_list, 3)][0] == name
+            assert mailing_list.threads.live(name).last_date == late
+            activity = activity_of(mailing_list)
+            assert activity.per_month.get(early.strftime("%Y-%m"), 0) == 0
+            assert "old@example.org" not in activity.participants and "new@example.org" in activity.participants
+            findings, _ = check_archive(archive, env["registry"])
+            assert findings == []
+    finally:
+        app.registry._zodb_databases[""].close()

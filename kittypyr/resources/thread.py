@@ -107,6 +107,30 @@ class Thread(Persistent):
             self._refresh_dates()
         self._refresh_starter()
 
+    def refile(self, message, before):
+        """File ``message`` again by its date and sender, which were ``before.date`` and ``before.sender_address``.
+
+        Returns whether anything changed (the original of a rebuilt message
+        took its place with another date or sender).
+        """
+        if (before.date, before.sender_address) == (message.date, message.sender_address):
+            return False
+        name = message.__name__
+        parent = message.parent if message.parent in self.members else ROOTS
+        siblings = tuple(entry for entry in self.children.get(parent, ()) if entry[1] != name)
+        self.children[parent] = tuple(sorted(siblings + ((message.timestamp, name),)))
+        self.months = _bumped(_bumped(self.months, month_of(before.date), -1), month_of(message.date), 1)
+        if before.sender_address:
+            self.participants = _bumped(self.participants, before.sender_address, -1)
+        if message.sender_address:
+            self.participants = _bumped(self.participants, message.sender_address, 1)
+        if self.last_date is None or message.date > self.last_date:
+            self.last_date = message.date
+        elif before.date >= self.last_date:
+            self._refresh_dates()
+        self._refresh_starter()
+        return True
+
     def take_subtree(self, root_hash):
         """Remove the messages from ``root_hash`` down; return them, root first.
 

@@ -662,7 +662,7 @@ def _parse_date(value):
             fields = email.utils.parsedate_tz(value)
             if fields:
                 parsed = datetime(*fields[:6])
-                note = "impossible time zone in %r ignored" % value
+                note = "%s in %r ignored" % (_IMPOSSIBLE_ZONE, value)
         except Exception:
             parsed = None
     if parsed is None:
@@ -716,27 +716,52 @@ def _choose_date(headers, envelope_date, now, notes):
             problem = "unparseable Date %r" % _one_line(value)[:80]
         elif not _sane(result[0], now):
             problem = "implausible Date %r" % _one_line(value)[:80]
+        elif result[2] and result[2].startswith(_IMPOSSIBLE_ZONE):
+            # Its clock read as UTC may be off by a day: a date on the way
+            # (a server's stamp, the envelope) close to it tells the day.
+            closer = _other_date(headers, envelope_date, now, near=result[0])
+            if closer is not None:
+                notes.add("%s; used the %s date" % (result[2], closer[2]))
+                return closer[0], closer[1], False
+            notes.add(result[2])
+            return result[0], result[1], True
         else:
             if result[2]:
                 notes.add(result[2])
             return result[0], result[1], True
+    other = _other_date(headers, envelope_date, now)
+    if other is not None:
+        notes.add("%s; used the %s date" % (problem, other[2]))
+        return other[0], other[1], False
+    notes.add("%s; %s" % (problem, IMPORT_TIME_NOTE))
+    return now, 0, False
+
+
+# How _parse_date's note of a Date whose zone it dropped begins.
+_IMPOSSIBLE_ZONE = "impossible time zone"
+# How far from a Date with an impossible zone a Received or envelope date may be to stand for it.
+_NEAR = timedelta(days=2)
+
+
+def _other_date(headers, envelope_date, now, near=None):
+    """``(UTC datetime, offset minutes, where from)`` of Resent-Date, Received or the envelope, or None.
+
+    With ``near``, only a date within two days of it.
+    """
     candidates = [("Resent-Date", v) for v in headers.all("resent-date")[:1]]
     candidates += [("Received", v.rpartition(";")[2]) for v in headers.all("received") if ";" in v]
     for source, text in candidates:
         result = _parse_date(text)
-        if result is not None and _sane(result[0], now):
-            notes.add("%s; used the %s date" % (problem, source))
-            return result[0], result[1], False
+        if result is not None and _sane(result[0], now) and (near is None or abs(result[0] - near) <= _NEAR):
+            return result[0], result[1], source
     if envelope_date is not None:
         try:
             date, offset = _as_utc(envelope_date)
-            if _sane(date, now):
-                notes.add("%s; used the envelope date" % problem)
-                return date, offset, False
         except Exception:
-            pass
-    notes.add("%s; %s" % (problem, IMPORT_TIME_NOTE))
-    return now, 0, False
+            return None
+        if _sane(date, now) and (near is None or abs(date - near) <= _NEAR):
+            return date, offset, "envelope"
+    return None
 
 
 # ---------------------------------------------------------------------------

@@ -375,6 +375,20 @@ def test_impossible_zone_keeps_the_date():
     assert mail.date == datetime(2024, 1, 2, 15, 4, 5, tzinfo=UTC)
 
 
+def test_an_impossible_zone_gives_way_to_a_received_or_envelope_date_close_to_it():
+    """Its clock may be off by a day: a server's stamp on the way, or the envelope, tells the day (HyperKitty's test)."""
+    raw = make_message(date="Tue, 30 Nov 1999 23:56:33 -3000 (CST)")
+    by_envelope = parse(raw, envelope_date=datetime(1999, 12, 1, 0, 56, 19, tzinfo=UTC))
+    assert by_envelope.date == datetime(1999, 12, 1, 0, 56, 19, tzinfo=UTC)
+    assert any("impossible time zone" in note and "envelope" in note for note in by_envelope.defects)
+    received = make_message(date="Tue, 30 Nov 1999 23:56:33 -3000 (CST)",
+                             headers={"Received": "from a by b; Wed, 1 Dec 1999 01:00:00 +0100"})
+    assert parse(received).date == datetime(1999, 12, 1, 0, 0, tzinfo=UTC)
+    # Nothing close to it: the Date's clock, its zone dropped, as before.
+    far = parse(raw, envelope_date=datetime(2005, 1, 1, tzinfo=UTC))
+    assert far.date == datetime(1999, 11, 30, 23, 56, 33, tzinfo=UTC)
+
+
 def test_dates_are_aware_utc():
     mail = parse(make_message(date=datetime(2022, 2, 2, 2, 2, tzinfo=timezone(timedelta(hours=-3)))))
     assert mail.date.tzinfo == UTC

@@ -319,9 +319,9 @@ def _decode(data, charset):
             text = _strict(data, "utf-8")
             if text is not None:
                 return text, "charset %r declared but the text is utf-8" % label
-            text = _mostly_utf8(data)
+            text = _mostly_utf8_text(data)
             if text is not None:
-                return text, "charset %r declared but the text is utf-8%s" % (label, _stray_note(text))
+                return text[0], "charset %r declared but the text is utf-8%s" % (label, _stray_note(text[1]))
             text = _strict(data, "cp1252" if codec == "iso8859-1" else codec)
             if text is None:
                 text = data.decode("latin-1")
@@ -346,16 +346,40 @@ def _decode(data, charset):
     # A byte of another charset in UTF-8 text (a curly quote pasted from
     # elsewhere) would otherwise have the whole text guessed as another
     # charset: mojibake from end to end, and its words not found.
-    text = _mostly_utf8(data)
+    text = _mostly_utf8_text(data)
     if text is not None:
-        return text, reason + "; read as utf-8" + _stray_note(text)
+        return text[0], reason + "; read as utf-8" + _stray_note(text[1])
     text, used = _guess(data)
     return text, reason + "; guessed " + used
 
 
-def _stray_note(text):
-    stray = text.count("\ufffd")
-    return ", %d byte%s of another charset replaced" % (stray, "" if stray == 1 else "s")
+def _stray_note(stray):
+    return ", %d byte%s of another charset read as windows-1252" % (stray, "" if stray == 1 else "s")
+
+
+def _mostly_utf8_text(data):
+    """``(text, bytes that are not UTF-8)`` of a text that ``_mostly_utf8`` finds UTF-8, else None.
+
+    Such a byte is read as Windows-1252: mail mixing the two (a curly quote
+    or a no-break space pasted from a Windows program into UTF-8 text) is
+    common, and the byte then shows as it was meant.
+    """
+    if _mostly_utf8(data) is None:
+        return None
+    text = data.decode("utf-8", _AS_WINDOWS_1252)
+    return text, _count_not_utf8(data)
+
+
+def _read_as_windows_1252(error):
+    return error.object[error.start:error.end].decode("cp1252", "replace"), error.end
+
+
+_AS_WINDOWS_1252 = "kittypyr-as-windows-1252"
+codecs.register_error(_AS_WINDOWS_1252, _read_as_windows_1252)
+
+
+def _count_not_utf8(data):
+    return data.decode("utf-8", "replace").count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd")
 
 
 def known_charset(label):

@@ -591,7 +591,7 @@ def test_the_summary_counts_what_was_repaired_and_the_page_says_how(tmp_path, co
         assert env["root"].lists[LIST].messages[message_id_hash("<baddate@example.org>")].date.hour == 11
         page = TestApp(env["app"]).get(f"/list/{LIST}/message/{message_id_hash('<stray@example.org>')}/")
         repairs = page.html.select_one("details.repairs")
-        assert "text is not valid utf-8; read as utf-8, 1 byte of another charset replaced" in repairs.text
+        assert "text is not valid utf-8; read as utf-8, 1 byte of another charset read as windows-1252" in repairs.text
         plain = TestApp(env["app"]).get(f"/list/{LIST}/message/{message_id_hash('<cli0@example.org>')}/")
         assert plain.html.select_one("details.repairs") is None
     finally:

@@ -199,9 +199,10 @@ def store_parsed(mailing_list, parsed, registry=None):
 def _replace_rebuilt(mailing_list, message, parsed, registry):
     """The original of a rebuilt message takes its place: same name and thread, so
     the votes, tags and links made on the rebuilt one hold."""
-    before = SimpleNamespace(date=message.date, sender_address=message.sender_address,
+    before = SimpleNamespace(date=message.date, timestamp=message.timestamp, sender_address=message.sender_address,
                              sender_name=message.sender_name, thread=message.thread,
-                             attachments=message.attachments, mailing_list=mailing_list)
+                             attachments=message.attachments, mailing_list=mailing_list,
+                             __name__=message.__name__)
     thread = mailing_list.threads.data.get(message.thread)
     old_start = thread.date_started if thread is not None else None
     message.replace_content(parsed, mailing_list._p_jar)

@@ -6,7 +6,7 @@ from BTrees.OOBTree import OOBTree
 from pyramid_zodbconn import get_connection
 
 from kittypyr.catalog import catalog_is_in_sync, sync_catalog
-from kittypyr.people import count_known_senders
+from kittypyr.people import count_known_senders, date_known_posts
 from kittypyr.resources import Archive
 from kittypyr.resources.admin import AuditLog
 from kittypyr.resources.archive import new_quarantine
@@ -161,11 +161,21 @@ def split_cjk_words(archive):
                 archive.text_indexed_before_cjk_split = True
 
 
+def add_dated_posts(archive):
+    """Version 12: each sender's messages per list newest first, for profiles that cost what they show.
+
+    Filled from the catalog's sender and date indexes and its document
+    paths; no message is loaded.
+    """
+    if getattr(archive, "people", None) is not None:
+        date_known_posts(archive)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
-                date_word_chunks, add_archive_secret, split_cjk_words]
+                date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts]
 
 
 def bootstrap_archive(zodb_root, registry):

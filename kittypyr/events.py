@@ -94,7 +94,8 @@ class MessageMoved:
 @implementer(IMessageReplaced)
 class MessageReplaced:
     """``object`` took its original's content; ``before`` holds what the counts knew of it
-    (``date``, ``sender_address``, ``sender_name``, ``thread``, ``attachments``, ``mailing_list``)."""
+    (``date``, ``timestamp``, ``sender_address``, ``sender_name``, ``thread``, ``attachments``,
+    ``mailing_list``, ``__name__``)."""
 
     def __init__(self, message, before):
         self.object = self.message = message

@@ -1,15 +1,19 @@
 """Senders as people: an id for each, their post counts, and what a profile shows.
 
-The counts per sender and list are kept up to date by subscribers as mail is
-archived or removed (like ``kittypyr.stats``); first and last posts and
-recent threads are answered by the catalog's ``sender`` index. A profile
-only ever shows the lists the reader may see.
+The counts per sender and list, and each sender's messages per list newest
+first (``People.dated_posts``), are kept up to date by subscribers as mail
+is archived or removed (like ``kittypyr.stats``): first and last posts, a
+page of posts and recent threads read the front or the end of those, so a
+profile costs what it shows, however many messages its sender wrote. A
+profile only ever shows the lists the reader may see.
 """
 
-from pyramid.traversal import find_root
-from repoze.catalog.query import Any, Eq
+import heapq
+import itertools
 
-from kittypyr.catalog import Narrowed, catalogued_in, search, search_page
+from pyramid.traversal import find_root, traversal_path
+
+from kittypyr.catalog import catalogued_in
 from kittypyr.events import IMessageArchived, IMessageReplaced, IObjectWillBeRemoved
 from kittypyr.resources import Message
 
@@ -36,6 +40,7 @@ def record_post(people, message):
         people.addresses[person_id] = address.strip().lower()
     key = (person_id, message.mailing_list.address)
     people.posts[key] = people.posts.get(key, 0) + 1
+    people.dated_posts.add(key + (-int(message.timestamp), message.__name__))
 
 
 def forget_post(people, message):
@@ -48,6 +53,7 @@ def forget_post(people, message):
         people.posts[key] = count
     elif key in people.posts:
         del people.posts[key]
+    people.dated_posts.discard(key + (-int(message.timestamp), message.__name__))
 
 
 def posts_per_list(people, person_id, mailing_lists):
@@ -60,19 +66,38 @@ def posts_per_list(people, person_id, mailing_lists):
     return found
 
 
-def _messages_of(address, list_addresses):
-    # The sender index holds messages alone.
-    return Narrowed(Eq("sender", address), list=list_addresses)
+def _newest_first(archive, address, list_addresses):
+    """The messages of ``address`` in those lists, newest first, read one at a time from ``dated_posts``."""
+    people = archive.people
+    person_id = people.person_id(address)
+    dated = people.dated_posts
+    # Each list's range sorts newest first (its timestamps negated); merged by them.
+    ranges = [dated.keys(min=(person_id, list_address), max=(person_id, list_address + "\0"), excludemax=True)
+              for list_address in list_addresses]
+    for _, list_address, _, name in heapq.merge(*ranges, key=lambda key: (key[2], key[1], key[3])):
+        message = archive.lists[list_address].messages.get(name)
+        if message is not None:
+            yield message
+
+
+def _oldest(archive, address, list_address):
+    people = archive.people
+    person_id = people.person_id(address)
+    try:
+        key = people.dated_posts.maxKey((person_id, list_address + "\0"))
+    except ValueError:
+        return None
+    if key[:2] != (person_id, list_address):
+        return None
+    return archive.lists[list_address].messages.get(key[3])
 
 
 def first_and_last_post(archive, address, list_addresses):
     """``(first message, last message)`` of ``address`` in those lists, or ``(None, None)``."""
-    if not list_addresses:
-        return None, None
-    query = _messages_of(address, list_addresses)
-    _, first = search(archive, query, sort_index="date", limit=1)
-    _, last = search(archive, query, sort_index="date", limit=1, reverse=True)
-    return next(first, None), next(last, None)
+    last = next(_newest_first(archive, address, list_addresses), None)
+    firsts = [message for message in (_oldest(archive, address, list_address) for list_address in list_addresses)
+              if message is not None]
+    return min(firsts, key=lambda message: message.timestamp, default=None), last
 
 
 def posts_page(archive, address, list_addresses, start, size):
@@ -80,21 +105,22 @@ def posts_page(archive, address, list_addresses, start, size):
 
     A ``start`` past the end gives the last page.
     """
-    if not list_addresses:
-        return 0, []
-    return search_page(archive, _messages_of(address, list_addresses), start, size, "date", reverse=True)
+    people = archive.people
+    person_id = people.person_id(address)
+    total = sum(people.posts.get((person_id, list_address), 0) for list_address in list_addresses)
+    if start >= total:
+        start = max(0, (total - 1) // size * size)
+    return total, list(itertools.islice(_newest_first(archive, address, list_addresses), start, start + size))
 
 
 def recent_threads(archive, address, list_addresses, limit=10):
     """``[(thread, their latest message there, whether they started it)]``, most recent first.
 
-    Read from the sender's newest messages in the catalog, not by walking
-    threads.
+    Read from the sender's newest messages, not by walking threads.
     """
     if not list_addresses:
         return []
-    _, messages = search(archive, _messages_of(address, list_addresses), sort_index="date",
-                         limit=RECENT_MESSAGES, reverse=True)
+    messages = itertools.islice(_newest_first(archive, address, list_addresses), RECENT_MESSAGES)
     found = []
     seen = set()
     for message in messages:
@@ -115,6 +141,7 @@ def rebuild_people(archive):
     """Recount every sender's posts from the messages (for ``kittypyr reindex``)."""
     people = archive.people
     people.posts.clear()
+    people.add_dated_posts()
     for mailing_list in archive.lists.values():
         for message in mailing_list.messages.values():
             record_post(people, message)
@@ -165,3 +192,27 @@ def includeme(config):
     config.add_subscriber(on_message_archived, IMessageArchived)
     config.add_subscriber(on_message_replaced, IMessageReplaced)
     config.add_subscriber(on_will_be_removed, IObjectWillBeRemoved)
+
+
+def date_known_posts(archive):
+    """Fill ``dated_posts`` of an archive made before it, from the catalog: no message is loaded.
+
+    The sender index gives each sender's documents; a document's path, its
+    list and hash; the date index, its date.
+    """
+    people = archive.people
+    people.add_dated_posts()
+    catalog = archive.catalog
+    if catalog is None:
+        rebuild_people(archive)
+        return
+    date_of = catalog["date"]._rev_index.get
+    address_for = archive.document_map.address_for_docid
+    for address, docids in catalog["sender"]._fwd_index.items():
+        person_id = people.person_id(address)
+        for docid in [docids] if isinstance(docids, int) else docids:
+            path, date = address_for(docid), date_of(docid)
+            if path is None or date is None:
+                continue
+            _, list_address, _, name = traversal_path(path)
+            people.dated_posts.add((person_id, list_address, -int(date), name))

@@ -167,3 +167,76 @@ def test_an_original_dated_otherwise_than_its_rebuilt_copy_moves_every_figure_wi
             assert findings == []
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_profile_reads_no_more_for_a_sender_of_twice_the_messages(tmp_path, monkeypatch):
+    """A sender's page shows their newest posts, their first and last: it reads those, not all they wrote."""
+    app = make_app(tmp_path)
+    person = None
+
+    def write(first, count):
+        with prepare(registry=app.registry) as env:
+            mailing_list = ensure_mailing_list(env["root"], DEV)
+            for n in range(first, first + count):
+                archive_message(mailing_list, make_message(
+                    message_id=f"<prolific{n}@example.org>", subject=f"Note {n}", sender=("Pat", "pat@example.org"),
+                    date=NOW - timedelta(days=3000) + timedelta(hours=n), body=f"Pat's note {n}.\n"))
+            transaction.commit()
+            return env["root"].people.person_id("pat@example.org")
+
+    try:
+        write(400, 400)  # the newer half, archived first
+        person = write(0, 10)
+        smaller = profile_reads(app, person, monkeypatch)
+        write(10, 390)  # the older messages between: twice as many in all
+        larger = profile_reads(app, person, monkeypatch)
+        assert smaller[0][:2] == ["Note 799", "Note 798"] and smaller[0] == larger[0]  # the same newest posts
+        assert larger[1] <= smaller[1] + 4, (smaller[1], larger[1])
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def profile_reads(app, person, monkeypatch):
+    """``(the newest posts shown, records read)`` of the sender's profile, with an emptied cache."""
+    loads = []
+    setstate = Connection.setstate
+
+    def counted(connection, obj):
+        loads.append(obj)
+        return setstate(connection, obj)
+
+    browser = TestApp(app)
+    browser.get(f"/users/{person}/")
+    app.registry._zodb_databases[""].cacheMinimize()
+    with monkeypatch.context() as patched:
+        patched.setattr(Connection, "setstate", counted)
+        page = browser.get(f"/users/{person}/")
+    shown = [item.text.strip() for item in page.html.select("main li a") if "Note" in item.text][:20]
+    return shown, len(loads)
+
+
+def test_an_archive_made_before_senders_posts_were_dated_is_upgraded_from_the_catalog(tmp_path):
+    from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, add_dated_posts, bootstrap_archive
+    from kittypyr.people import first_and_last_post, posts_page
+
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            recent(ensure_mailing_list(env["root"], DEV))
+            transaction.commit()
+            root = env["root"]._p_jar.root()
+            del root[ROOT_KEY].people.dated_posts
+            # As the version before the step that adds them left it.
+            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(add_dated_posts)
+            transaction.commit()
+            archive = bootstrap_archive(root, app.registry)
+            assert archive.schema_version == len(EVOLVE_STEPS)
+            first, last = first_and_last_post(archive, "ada@example.org", [DEV])
+            assert (first.__name__, last.__name__) == (message_id_hash("<ada11@example.org>"),
+                                                       message_id_hash("<ada0@example.org>"))
+            total, page = posts_page(archive, "bo3@example.org", [DEV], 0, 3)
+            assert total == 6 and [m.message_id for m in page] == [
+                "other3@example.org", "other10@example.org", "other17@example.org"]
+            transaction.abort()
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -20,7 +20,7 @@ import hmac
 import secrets
 
 from BTrees.Length import Length
-from BTrees.OOBTree import OOBTree
+from BTrees.OOBTree import OOBTree, OOTreeSet
 from persistent import Persistent
 from pyramid.authorization import Allow, Authenticated
 
@@ -51,6 +51,11 @@ class People(Persistent):
         self.addresses = OOBTree()  # person id -> address (lower case)
         # Merges two writers' changes of one count (kittypyr.merging).
         self.posts = KeyedCounts()  # (person id, list address) -> messages archived
+        self.add_dated_posts()
+
+    def add_dated_posts(self):
+        """Each sender's messages in each list, newest first: what a profile shows reads its front."""
+        self.dated_posts = OOTreeSet()  # (person id, list address, -timestamp, message hash)
 
     def person_id(self, address):
         """The id of the sender ``address`` (whether or not they wrote yet); '' for none."""

@@ -10,7 +10,8 @@ in this order (each step's repairs are what the next one sees):
    against the messages that name it; a message naming no live thread;
    a thread no message names;
 2. tombstones: a deleted message or thread that is live again;
-3. lists' aggregates (``kittypyr.stats``) and attachment counts;
+3. lists' aggregates (``kittypyr.stats``) and attachment counts, and each
+   sender's post count and dated posts per list (``kittypyr.people``);
 4. the document map: its two directions, and paths that lead nowhere;
 5. the catalog: every live message and thread in every index, with the
    field values its discriminators give, and no docid of anything else.
@@ -29,6 +30,7 @@ from pyramid.traversal import find_resource, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 
 from kittypyr.catalog import index_resource
+from kittypyr.people import rebuild_people
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import month_of
 from kittypyr.stats import ListActivity, activity_of, rebuild_activity
@@ -64,6 +66,7 @@ class Checker:
         self.repair = repair
         self.findings = []
         self.counts = collections.Counter()
+        self.senders_seen = set()  # (person id, list address) of every message's sender
 
     def found(self, part, where, what, repaired=None):
         finding = Finding(part, where, what, self.repair if repaired is None else repaired)
@@ -76,6 +79,7 @@ class Checker:
             self.check_threads(mailing_list)
             self.check_tombstones(mailing_list)
             self.check_aggregates(mailing_list)
+        self.check_posts_of_nobody()
         self.check_document_map()
         self.check_catalog()
         return self.findings
@@ -158,11 +162,17 @@ class Checker:
         expected = ListActivity()
         attachments = 0
         names_used = collections.defaultdict(set)  # address -> every display name it sent under
+        people = getattr(self.archive, "people", None)
+        dated = collections.defaultdict(set)  # person id -> {(-timestamp, hash)} of their messages here
         for message in mailing_list.messages.values():
             expected.record(message)
             attachments += len(message.attachments)
             if message.sender_address and message.sender_name:
                 names_used[message.sender_address].add(message.sender_name)
+            if message.sender_address and people is not None:
+                dated[people.person_id(message.sender_address)].add((-int(message.timestamp), message.__name__))
+        if people is not None:
+            self._check_posts(mailing_list, people, dated)
         for thread in mailing_list.threads.values():
             if thread.date_started is not None:
                 expected.thread_started(thread)
@@ -192,6 +202,40 @@ class Checker:
             self.found("aggregates", where, f"attachment count {counted} instead of {attachments}")
             if self.repair:
                 mailing_list.attachment_count.set(attachments)
+
+    def _check_posts(self, mailing_list, people, dated):
+        """Each sender's post count and dated posts in ``mailing_list`` against ``dated``, their messages there."""
+        address = mailing_list.address
+        wrong = []
+        for person_id, expected in dated.items():
+            key = (person_id, address)
+            self.senders_seen.add(key)
+            counted = people.posts.get(key, 0)
+            have = {entry[2:] for entry in people.dated_posts.keys(min=key, max=(person_id, address + "\0"),
+                                                                   excludemax=True)}
+            if counted != len(expected) or have != expected:
+                wrong.append(f"{people.addresses.get(person_id, person_id)}: {counted} posts and "
+                             f"{len(have)} dated instead of {len(expected)}")
+        if wrong:
+            self.found("people", resource_path(mailing_list), "; ".join(sorted(wrong)[:3])
+                       + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""))
+            if self.repair:
+                self.people_to_rebuild = True
+
+    def check_posts_of_nobody(self):
+        """Counts of senders for lists where no message of theirs is; then one recount of the wrong."""
+        people = getattr(self.archive, "people", None)
+        if people is None:
+            return
+        for key, count in list(people.posts.items()):
+            if count and key not in self.senders_seen:
+                person_id, address = key
+                self.found("people", f"/list/{address}", f"{people.addresses.get(person_id, person_id)}: "
+                           f"{count} posts, and no message of theirs there")
+                if self.repair:
+                    self.people_to_rebuild = True
+        if getattr(self, "people_to_rebuild", False):
+            rebuild_people(self.archive)
 
     # --- document map -------------------------------------------------------
 

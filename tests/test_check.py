@@ -104,6 +104,22 @@ def wrong_thread_orders(archive, mailing_list):
     activity.thread_attachments.clear()
 
 
+def wrong_post_count(archive, mailing_list):
+    people = archive.people
+    people.posts[(people.person_id("person1@example.org"), LIST)] += 2
+
+
+def lost_dated_post(archive, mailing_list):
+    people = archive.people
+    person_id = people.person_id("person2@example.org")
+    people.dated_posts.remove(next(iter(people.dated_posts.keys(min=(person_id, LIST), max=(person_id, LIST + "\0")))))
+
+
+def posts_of_nobody(archive, mailing_list):
+    people = archive.people
+    people.posts[(people.person_id("person1@example.org"), "other@lists.example.org")] = 4
+
+
 def live_tombstones(archive, mailing_list):
     mailing_list.messages.tombstones[h(4)] = Tombstone()
     mailing_list.threads.tombstones[h(0)] = Tombstone()
@@ -121,6 +137,9 @@ DAMAGE = {
     "a list's attachment count": (wrong_aggregates, "attachment count 3 instead of 1"),
     "a list's thread orders": (wrong_thread_orders, "by_activity differs at 1 key(s)"),
     "a list's threads with attachments": (wrong_thread_orders, "thread_attachments differs at 1 key(s)"),
+    "a sender's post count": (wrong_post_count, "person1@example.org: 3 posts and 1 dated instead of 1"),
+    "a sender's dated posts": (lost_dated_post, "person2@example.org: 1 posts and 0 dated instead of 1"),
+    "posts in a list the sender never wrote to": (posts_of_nobody, "person1@example.org: 4 posts, and no message"),
     "a deleted message still present": (live_tombstones, f"{h(4)}: deleted, yet still in the archive"),
     "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
 }

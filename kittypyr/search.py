@@ -43,7 +43,7 @@ from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_tot
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
 from kittypyr.scored import Scored, restricted, verified
-from kittypyr.snippets import snippet
+from kittypyr.snippets import SNIPPET_SCAN_CHARS, snippet
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
 from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
@@ -1032,7 +1032,9 @@ def _in_tagged_threads(archive, list_addresses, tags):
 def _snippet_of(message, words):
     if words is None:
         return Markup("")
-    return snippet(message.body_text, words)
+    # The text as its words were indexed (composed, no soft hyphen), so that a
+    # word found is a word marked; it reads the same.
+    return snippet(words_form(message.body_text[:SNIPPET_SCAN_CHARS]), words)
 
 
 def visible_list_addresses(request):

@@ -404,6 +404,7 @@ def test_a_word_holding_a_soft_hyphen_or_a_word_joiner_is_one_word(tmp_path):
         for query in ("krankenhaus", "Kran\u00adken\u00adhaus", "wortverbindung", '"krankenhaus ist offen"'):
             assert found(application, query)[0] == [41], query
         assert found(application, "kran")[0] == []
+        assert "<mark>Krankenhaus</mark>" in str(found(application, "krankenhaus")[1].hits[0].snippet)
     finally:
         application.registry._zodb_databases[""].close()
 
@@ -418,5 +419,6 @@ def test_a_word_is_found_whether_its_accents_are_composed_or_not(tmp_path):
         for query in ("café", "zoë", "패치", unicodedata.normalize("NFD", "café")):
             assert found(application, query)[0] == [42], query
         assert found(application, "cafe")[0] == []
+        assert "<mark>café</mark>" in str(found(application, "café")[1].hits[0].snippet)
     finally:
         application.registry._zodb_databases[""].close()

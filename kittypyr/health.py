@@ -30,7 +30,7 @@ from pyramid.traversal import find_resource, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 
 from kittypyr.catalog import index_resource
-from kittypyr.people import rebuild_people
+from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import month_of
 from kittypyr.stats import ListActivity, activity_of, rebuild_activity
@@ -67,6 +67,7 @@ class Checker:
         self.findings = []
         self.counts = collections.Counter()
         self.senders_seen = set()  # (person id, list address) of every message's sender
+        self.people_to_rebuild = False  # with repair: a sender's counts or dated posts disagreed
 
     def found(self, part, where, what, repaired=None):
         finding = Finding(part, where, what, self.repair if repaired is None else repaired)
@@ -80,6 +81,8 @@ class Checker:
             self.check_tombstones(mailing_list)
             self.check_aggregates(mailing_list)
         self.check_posts_of_nobody()
+        if self.people_to_rebuild:
+            rebuild_people(self.archive)
         self.check_document_map()
         self.check_catalog()
         return self.findings
@@ -163,14 +166,15 @@ class Checker:
         attachments = 0
         names_used = collections.defaultdict(set)  # address -> every display name it sent under
         people = getattr(self.archive, "people", None)
-        dated = collections.defaultdict(set)  # person id -> {(-timestamp, hash)} of their messages here
+        dated = collections.defaultdict(set)  # person id -> the dated posts of their messages here
         for message in mailing_list.messages.values():
             expected.record(message)
             attachments += len(message.attachments)
             if message.sender_address and message.sender_name:
                 names_used[message.sender_address].add(message.sender_name)
             if message.sender_address and people is not None:
-                dated[people.person_id(message.sender_address)].add((-int(message.timestamp), message.__name__))
+                person_id = people.person_id(message.sender_address)
+                dated[person_id].add(dated_post(person_id, mailing_list.address, message.timestamp, message.__name__))
         if people is not None:
             self._check_posts(mailing_list, people, dated)
         for thread in mailing_list.threads.values():
@@ -211,8 +215,7 @@ class Checker:
             key = (person_id, address)
             self.senders_seen.add(key)
             counted = people.posts.get(key, 0)
-            have = {entry[2:] for entry in people.dated_posts.keys(min=key, max=(person_id, address + "\0"),
-                                                                   excludemax=True)}
+            have = set(dated_posts_in(people, person_id, address))
             if counted != len(expected) or have != expected:
                 wrong.append(f"{people.addresses.get(person_id, person_id)}: {counted} posts and "
                              f"{len(have)} dated instead of {len(expected)}")
@@ -223,7 +226,7 @@ class Checker:
                 self.people_to_rebuild = True
 
     def check_posts_of_nobody(self):
-        """Counts of senders for lists where no message of theirs is; then one recount of the wrong."""
+        """Counts of senders for lists where no message of theirs is."""
         people = getattr(self.archive, "people", None)
         if people is None:
             return
@@ -234,8 +237,6 @@ class Checker:
                            f"{count} posts, and no message of theirs there")
                 if self.repair:
                     self.people_to_rebuild = True
-        if getattr(self, "people_to_rebuild", False):
-            rebuild_people(self.archive)
 
     # --- document map -------------------------------------------------------
 

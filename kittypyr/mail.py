@@ -364,10 +364,10 @@ def _mostly_utf8_text(data):
     or a no-break space pasted from a Windows program into UTF-8 text) is
     common, and the byte then shows as it was meant.
     """
-    if _mostly_utf8(data) is None:
+    replaced = data.decode("utf-8", "replace")
+    if not _is_mostly_utf8(replaced):
         return None
-    text = data.decode("utf-8", _AS_WINDOWS_1252)
-    return text, _count_not_utf8(data)
+    return data.decode("utf-8", _AS_WINDOWS_1252), replaced.count("\ufffd")
 
 
 def _read_as_windows_1252(error):
@@ -378,8 +378,9 @@ _AS_WINDOWS_1252 = "kittypyr-as-windows-1252"
 codecs.register_error(_AS_WINDOWS_1252, _read_as_windows_1252)
 
 
-def _count_not_utf8(data):
-    return data.decode("utf-8", "replace").count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd")
+def is_utf8(data):
+    """Whether the bytes ``data`` are UTF-8 (ASCII is)."""
+    return _strict(data, "utf-8") is not None
 
 
 def known_charset(label):
@@ -449,9 +450,14 @@ def _mostly_utf8(data):
     at all, let alone twice as many as bytes that are not.
     """
     text = data.decode("utf-8", "replace")
-    broken = text.count("\ufffd")
-    whole = sum(1 for character in text if character > "\x7f") - broken
-    return text if whole >= 2 and whole >= 2 * broken else None
+    return text if _is_mostly_utf8(text) else None
+
+
+def _is_mostly_utf8(replaced):
+    """Whether text read as UTF-8, its bytes that are not replaced, holds twice as many 8-bit characters as those."""
+    broken = replaced.count("\ufffd")
+    whole = sum(1 for character in replaced if character > "\x7f") - broken
+    return whole >= 2 and whole >= 2 * broken
 
 
 def _raw_header_text(value, hint, notes):
@@ -740,16 +746,14 @@ def _choose_date(headers, envelope_date, now, notes):
             problem = "unparseable Date %r" % _one_line(value)[:80]
         elif not _sane(result[0], now):
             problem = "implausible Date %r" % _one_line(value)[:80]
-        elif result[2] and result[2].startswith(_IMPOSSIBLE_ZONE):
-            # Its clock read as UTC may be off by a day: a date on the way
-            # (a server's stamp, the envelope) close to it tells the day.
-            closer = _other_date(headers, envelope_date, now, near=result[0])
-            if closer is not None:
-                notes.add("%s; used the %s date" % (result[2], closer[2]))
-                return closer[0], closer[1], False
-            notes.add(result[2])
-            return result[0], result[1], True
         else:
+            if result[2] and result[2].startswith(_IMPOSSIBLE_ZONE):
+                # Its clock read as UTC may be off by a day: a date on the way
+                # (a server's stamp, the envelope) close to it tells the day.
+                closer = _other_date(headers, envelope_date, now, near=result[0])
+                if closer is not None:
+                    notes.add("%s; used the %s date" % (result[2], closer[2]))
+                    return closer[0], closer[1], False
             if result[2]:
                 notes.add(result[2])
             return result[0], result[1], True

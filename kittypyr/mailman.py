@@ -151,6 +151,14 @@ def check_login(registry, address, password):
     return address, user.display_name or "", str(user.user_id)
 
 
+def has_account(client, address):
+    """Whether Mailman has a user of ``address`` (the one logging in checks the password of).
+
+    Raises ``MailmanUnavailable`` when Mailman cannot say.
+    """
+    return _ask(client.get_user, address, answers={404: _ANSWERED}) is not _ANSWERED
+
+
 class AccountExists(Exception):
     """Mailman already knows the address."""
 

@@ -40,7 +40,7 @@ def record_post(people, message):
         people.addresses[person_id] = address.strip().lower()
     key = (person_id, message.mailing_list.address)
     people.posts[key] = people.posts.get(key, 0) + 1
-    people.dated_posts.add(key + (-int(message.timestamp), message.__name__))
+    people.dated_posts.add(dated_post(person_id, key[1], message.timestamp, message.__name__))
 
 
 def forget_post(people, message):
@@ -53,7 +53,18 @@ def forget_post(people, message):
         people.posts[key] = count
     elif key in people.posts:
         del people.posts[key]
-    people.dated_posts.discard(key + (-int(message.timestamp), message.__name__))
+    people.dated_posts.discard(dated_post(*key, message.timestamp, message.__name__))
+
+
+def dated_post(person_id, list_address, timestamp, name):
+    """The entry of ``People.dated_posts`` for a message: a sender's messages in a list sort newest first."""
+    return (person_id, list_address, -int(timestamp), name)
+
+
+def dated_posts_in(people, person_id, list_address):
+    """The entries of ``person_id``'s messages in ``list_address``, newest first."""
+    return people.dated_posts.keys(min=(person_id, list_address), max=(person_id, list_address + "\0"),
+                                   excludemax=True)
 
 
 def posts_per_list(people, person_id, mailing_lists):
@@ -70,10 +81,8 @@ def _newest_first(archive, address, list_addresses):
     """The messages of ``address`` in those lists, newest first, read one at a time from ``dated_posts``."""
     people = archive.people
     person_id = people.person_id(address)
-    dated = people.dated_posts
     # Each list's range sorts newest first (its timestamps negated); merged by them.
-    ranges = [dated.keys(min=(person_id, list_address), max=(person_id, list_address + "\0"), excludemax=True)
-              for list_address in list_addresses]
+    ranges = [dated_posts_in(people, person_id, list_address) for list_address in list_addresses]
     for _, list_address, _, name in heapq.merge(*ranges, key=lambda key: (key[2], key[1], key[3])):
         message = archive.lists[list_address].messages.get(name)
         if message is not None:
@@ -84,6 +93,8 @@ def _oldest(archive, address, list_address):
     people = archive.people
     person_id = people.person_id(address)
     try:
+        # From the top of the tree down: indexing the range from its end
+        # would walk every bucket of it.
         key = people.dated_posts.maxKey((person_id, list_address + "\0"))
     except ValueError:
         return None
@@ -210,9 +221,9 @@ def date_known_posts(archive):
     address_for = archive.document_map.address_for_docid
     for address, docids in catalog["sender"]._fwd_index.items():
         person_id = people.person_id(address)
-        for docid in [docids] if isinstance(docids, int) else docids:
+        for docid in docids:
             path, date = address_for(docid), date_of(docid)
             if path is None or date is None:
                 continue
             _, list_address, _, name = traversal_path(path)
-            people.dated_posts.add((person_id, list_address, -int(date), name))
+            people.dated_posts.add(dated_post(person_id, list_address, date, name))

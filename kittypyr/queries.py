@@ -34,7 +34,8 @@ def newest_messages(mailing_list, limit):
     the date index), not loaded; a catalog query sorted by date would take
     every message of the list first.
     """
-    catalog = find_root(mailing_list).catalog
+    archive = find_root(mailing_list)
+    catalog = archive.catalog
     members = catalog["thread"]._fwd_index.get
     list_of, kind_of = catalog["list"]._rev_index.get, catalog["kind"]._rev_index.get
     date_of = catalog["date"]._rev_index.get
@@ -51,4 +52,4 @@ def newest_messages(mailing_list, limit):
                 heapq.heappush(newest, entry)
             elif entry > newest[0]:
                 heapq.heapreplace(newest, entry)
-    return list(resources_of(find_root(mailing_list), [docid for _, docid in sorted(newest, reverse=True)]))
+    return list(resources_of(archive, [docid for _, docid in sorted(newest, reverse=True)]))

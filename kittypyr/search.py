@@ -30,7 +30,7 @@ from itertools import compress
 
 import numpy as np
 from markupsafe import Markup
-from pyramid.traversal import find_resource, find_root, resource_path
+from pyramid.traversal import find_resource, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 
@@ -629,17 +629,17 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
         conditions.append(Eq("is", kind))
     if parsed.pasted_id is not None:
         message_id, term = parsed.pasted_id
-        docids, problems = _messages_by_id(archive, scope, [message_id])
+        docids, problems, deleted = _messages_by_id(archive, scope, [message_id])
         if docids:
             conditions.append(InDocuments(docids, archive.catalog.family))
-        elif any(problem.endswith(_DELETED) for problem in problems):
+        elif deleted:
             found.problems.extend(problems)
             return found
         else:
             parsed.groups = [[term]]
             found.highlight_words = parsed.highlight_words
     if parsed.message_ids:
-        docids, problems = _messages_by_id(archive, scope, parsed.message_ids)
+        docids, problems, _ = _messages_by_id(archive, scope, parsed.message_ids)
         found.problems.extend(problems)
         if not docids:
             return found
@@ -673,17 +673,15 @@ class InDocuments(Query):
         return self.docids
 
 
-_DELETED = "was deleted from the archive."
-
-
 def _messages_by_id(archive, scope, message_ids):
-    """``(docids, problems)``: the messages of the lists in ``scope`` stored under any of ``message_ids``.
+    """``(docids, problems, deleted)``: the messages of the lists in ``scope`` stored under any of ``message_ids``,
+    what is said of those not found, and whether one of those was deleted.
 
     Each is a Message-ID or the hash a message's URL ends with. A message
     deleted by its list's administrators is told as such; one of a list out
     of scope is not told apart from one never archived.
     """
-    docids, problems = [], []
+    docids, problems, any_deleted = [], [], False
     document_map = archive.document_map
     for message_id in message_ids:
         # Cut as the one stored was, when it is longer than a Message-ID may be.
@@ -703,9 +701,10 @@ def _messages_by_id(archive, scope, message_ids):
                 elif name in messages.tombstones:
                     deleted = True
         if not held:
-            problems.append(f"The message <{message_id}> {_DELETED}" if deleted
+            any_deleted = any_deleted or deleted
+            problems.append(f"The message <{message_id}> was deleted from the archive." if deleted
                             else f"No message with the Message-ID <{message_id}> is in these lists.")
-    return docids, problems
+    return docids, problems, any_deleted
 
 
 def unseen_by(archive, visible_lists):

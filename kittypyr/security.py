@@ -43,7 +43,7 @@ from pyramid_zodbconn import get_connection
 from webob.cookies import make_cookie
 
 from kittypyr.bootstrap import ROOT_KEY
-from kittypyr.mailman import list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
+from kittypyr.mailman import has_account, list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class Memberships:
         if client is None:
             return frozenset(), True, False
         try:
-            if not _has_account(client, address):
+            if not has_account(client, address):
                 return frozenset(), False, False
             if "*" in address:
                 # Mailman reads a subscriber with "*" as a pattern of addresses and
@@ -148,20 +148,6 @@ def _seconds(value, default):
     except (TypeError, ValueError):
         log.warning("kittypyr.mailman_roles_ttl = %r is no number of seconds: %s used", value, default)
         return default
-
-
-def _has_account(client, address):
-    """Whether Mailman has a user of ``address`` (what logging in checks the password of)."""
-    from urllib.error import HTTPError
-    from urllib.parse import quote
-
-    try:
-        client._connection.call(f"users/{quote(address, safe='@')}")
-    except HTTPError as exc:
-        if exc.code == 404:
-            return False
-        raise
-    return True
 
 
 memberships = Memberships()

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from pyramid.traversal import find_root, traversal_path
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
-from repoze.catalog.query import Any, Eq
+from repoze.catalog.query import Eq
 
 from kittypyr.catalog import Narrowed, _unindexed_as_tree, search_page
 from kittypyr.events import IThreadMerged, ObjectModified, notify

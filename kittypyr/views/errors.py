@@ -6,6 +6,8 @@ from pyramid.events import NewResponse, subscriber
 from pyramid.response import Response
 from pyramid.view import notfound_view_config
 
+from kittypyr.mail import is_utf8
+
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -41,14 +43,6 @@ def not_found(request):
 NOT_UTF8 = "The address holds bytes that are not UTF-8 text: correct the link or the query.\n"
 
 
-def _not_utf8(data):
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
-
-
 def utf8_addresses_tween_factory(handler, registry):
     """400 for a path or a query that is not UTF-8 once decoded, before any code reads it.
 
@@ -59,11 +53,12 @@ def utf8_addresses_tween_factory(handler, registry):
     def only_utf8_addresses(request):
         environ = request.environ
         # WSGI gives the decoded path and the raw query, as Latin-1 strings.
-        path = environ.get("PATH_INFO", "").encode("latin-1", "replace")
-        query = unquote_to_bytes(environ.get("QUERY_STRING", "").encode("latin-1", "replace"))
-        if _not_utf8(path) or _not_utf8(query):
-            return Response(NOT_UTF8, status=400, content_type="text/plain", charset="utf-8")
+        path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
+        # Nearly every request: an ASCII path and no %-escape, nothing to decode.
+        if not (path.isascii() and query.isascii() and "%" not in query):
+            if not (is_utf8(path.encode("latin-1", "replace")) and
+                    is_utf8(unquote_to_bytes(query.encode("latin-1", "replace")))):
+                return Response(NOT_UTF8, status=400, content_type="text/plain", charset="utf-8")
         return handler(request)
 
     return only_utf8_addresses
-

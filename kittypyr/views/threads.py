@@ -11,7 +11,7 @@ from pyramid.response import Response
 from pyramid.view import view_config, view_defaults
 
 from kittypyr.htmlview import html_parts
-from kittypyr.mail import decode_bytes, known_charset
+from kittypyr.mail import decode_bytes, is_utf8, known_charset
 from kittypyr.originals import recipients
 from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
@@ -320,11 +320,7 @@ _CHARSET_PARAMETER = re.compile(rb'charset\s*=\s*"?([A-Za-z0-9_.:-]{1,40})', re.
 def _raw_charset(data):
     """What to label a mail's original bytes with: UTF-8 when they are that, else the first other charset
     its Content-Type fields declare (a mail's text in its body is no declaration), else none."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
+    if is_utf8(data):
         return "utf-8"
     for field in _CONTENT_TYPE_FIELD.finditer(data, 0, 65536):
         match = _CHARSET_PARAMETER.search(field.group())
@@ -342,11 +338,7 @@ def _download_charset(attachment, data):
     declared = known_charset(attachment.charset)
     if declared is not None:
         return declared
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return "utf-8"
+    return "utf-8" if is_utf8(data) else None
 
 
 def html_url(request, message):

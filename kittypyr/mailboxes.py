@@ -981,6 +981,8 @@ def _read_maildir(path):
             yield RawMail(b"", path, position, None, failure=f"{sub}/{name}: {_describe(exc)}")
             continue
         yield RawMail(raw, path, position, None)
+    if unlisted is not None:
+        raise unlisted
 
 
 def _uncompressed(data):
@@ -996,8 +998,6 @@ def _uncompressed(data):
     if not decompressor.eof:
         raise EOFError("compressed data ends early")
     return message
-    if unlisted is not None:
-        raise unlisted
 
 
 def read_regular_file(full):

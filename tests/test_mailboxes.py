@@ -765,6 +765,20 @@ def test_unreadable_maildir_entries_are_failures_among_the_messages(tmp_path):
     ]
 
 
+def test_a_maildir_folder_that_cannot_be_listed_is_an_error_after_the_others_messages(tmp_path):
+    """Its messages cannot be read: said, never left out without a word."""
+    path = _maildir(tmp_path, [("cur", "1200000001.M1.host:2,S", _message(1))])
+    (tmp_path / "Maildir" / "new").rmdir()
+    (tmp_path / "Maildir" / "new").write_bytes(b"a file where the folder should be\n")
+
+    got = []
+    with pytest.raises(MailSourceError, match="Maildir/new"):
+        for mail in read_mail(path):
+            got.append(mail.raw)
+
+    assert got == [_message(1)]
+
+
 def test_a_from_line_with_an_unusual_date_splits_only_before_headers(tmp_path):
     prose = b"From 10:30 to 11:00 in 2007 we met.\n"
     unusual = b"From jdoe@example.com 2007-03-06 09:12:45\n"

@@ -205,3 +205,30 @@ def profile_reads(app, person, monkeypatch):
     """``(the newest posts shown, records read)`` of the sender's profile, with an emptied cache."""
     page, read = read_cold(app, f"/users/{person}/", monkeypatch)
     return [item.text.strip() for item in page.html.select("main li a") if "Note" in item.text][:20], read
+
+
+def test_an_archive_made_before_senders_posts_were_dated_is_upgraded_from_the_catalog(tmp_path):
+    from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, add_dated_posts, bootstrap_archive
+    from kittypyr.people import first_and_last_post, posts_page
+
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            recent(ensure_mailing_list(env["root"], DEV))
+            transaction.commit()
+            root = env["root"]._p_jar.root()
+            del root[ROOT_KEY].people.dated_posts
+            # As the version before the step that adds them left it.
+            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(add_dated_posts)
+            transaction.commit()
+            archive = bootstrap_archive(root, app.registry)
+            assert archive.schema_version == len(EVOLVE_STEPS)
+            first, last = first_and_last_post(archive, "ada@example.org", [DEV])
+            assert (first.__name__, last.__name__) == (message_id_hash("<ada11@example.org>"),
+                                                       message_id_hash("<ada0@example.org>"))
+            total, page = posts_page(archive, "bo3@example.org", [DEV], 0, 3)
+            assert total == 6 and [m.message_id for m in page] == [
+                "other3@example.org", "other10@example.org", "other17@example.org"]
+            transaction.abort()
+    finally:
+        app.registry._zodb_databases[""].close()

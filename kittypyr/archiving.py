@@ -179,6 +179,8 @@ def store_parsed(mailing_list, parsed, registry=None):
         thread = mailing_list.threads[parent.thread]
         message.thread = thread.__name__
     messages.add(name, message)
+    if message_id != parsed.message_id:
+        messages.note_reuse(hash_of(parsed.message_id), name)
     if parent is None:
         # Added after its first message, so its aggregates are complete
         # when the catalog indexes it.

@@ -30,6 +30,7 @@ from pyramid.traversal import find_resource, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 
 from kittypyr.catalog import index_resource
+from kittypyr.msgid import message_id_hash
 from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import month_of
@@ -92,9 +93,12 @@ class Checker:
     def check_threads(self, mailing_list):
         threads = mailing_list.threads
         named = collections.defaultdict(list)  # thread key -> messages naming it
-        for message in mailing_list.messages.values():
+        messages = mailing_list.messages
+        for message in messages.values():
             self.counts["messages"] += 1
             named[message.thread].append(message)
+            if message.original_message_id and message.message_id != message.original_message_id:
+                self._check_reuse(messages, message)
         for key in [key for key in named if key not in threads.data]:
             self._rehome(mailing_list, key, named)
         for key, thread in list(threads.items()):
@@ -112,6 +116,16 @@ class Checker:
                 self.found("threads", where, "; ".join(problems))
                 if self.repair:
                     thread.recount(messages)
+
+    def _check_reuse(self, messages, message):
+        """A mail kept under another id than the Message-ID it came with: that id must lead to it."""
+        name_of_id = message_id_hash(message.original_message_id)
+        if message.__name__ not in messages.reusing(name_of_id):
+            # Archived before reuses were noted.
+            self.found("messages", resource_path(message),
+                       f"sent with the Message-ID of {name_of_id}, which does not lead to it")
+            if self.repair:
+                messages.note_reuse(name_of_id, message.__name__)
 
     def _rehome(self, mailing_list, key, named):
         """Messages naming ``key``, which is no live thread: to the thread it became, or a new one."""

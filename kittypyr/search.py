@@ -692,14 +692,14 @@ def _messages_by_id(archive, scope, message_ids):
         for address in scope:
             messages = archive.lists[address].messages
             for name in names:
-                message = messages.get(name)
-                if message is not None:
+                if name not in messages and name in messages.tombstones:
+                    deleted = True
+                # Other mail sent with that Message-ID is kept under ids of its own.
+                for message in filter(None, map(messages.get, (name, *messages.reusing(name)))):
                     docid = document_map.docid_for_address(resource_path(message))
                     if docid is not None:
                         docids.append(docid)
                         held = True
-                elif name in messages.tombstones:
-                    deleted = True
         if not held:
             any_deleted = any_deleted or deleted
             problems.append(f"The message <{message_id}> was deleted from the archive." if deleted

@@ -252,3 +252,30 @@ def test_a_deleted_message_left_behind_is_deleted_on_repair(site):
     app.registry._zodb_databases[""].close()
     assert entries[-1].actor == "kittypyr-check"
     assert entries[-1].messages[0][1] == h(4)
+
+
+def test_a_reused_message_id_not_linked_is_linked_on_repair(tmp_path):
+    """An archive from before reuses were noted: check finds the other mail sent with a Message-ID, --repair
+    links it, and the id then finds both."""
+    app = make_app(tmp_path)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for n in range(2):
+            archive_message(mailing_list, make_message(message_id="<twice@example.org>", subject=f"Twice {n}",
+                                                       body=f"Mail number {n} under one id.\n",
+                                                       date=START + timedelta(days=n)), registry=app.registry)
+        del mailing_list.messages.reused
+        transaction.commit()
+    app.registry._zodb_databases[""].close()
+    config = write_config(tmp_path, uri=f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs")
+    search = "/api/search?q=id:twice@example.org"
+    assert read(tmp_path, search)[0].json["count"] == 1
+
+    found = kittypyr("check", config)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert f"sent with the Message-ID of {message_id_hash('<twice@example.org>')}, which does not lead to it" \
+        in found.stdout
+    assert kittypyr("check", config, "--repair").returncode == 0
+    assert read(tmp_path, search)[0].json["count"] == 2
+    again = kittypyr("check", config)
+    assert again.returncode == 0 and "everything agrees" in again.stdout, again.stdout

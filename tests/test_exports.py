@@ -15,6 +15,7 @@ from kittypyr.importing import import_mail
 from kittypyr.mailboxes import read_mail
 from kittypyr.moderation import delete_messages
 from kittypyr.msgid import message_id_hash
+from kittypyr.search import run_search
 from kittypyr.security import User
 from tests.accounts import FakeMailman, log_in
 from tests.mailbuilder import make_message
@@ -305,5 +306,7 @@ def test_a_reused_message_id_keeps_its_hashes_through_an_export(app, tmp_path):
             import_mail(env["root"], LIST, [str(mbox)], transaction.manager, workers=0, progress=False)
             messages = env["root"].lists[LIST].messages
             assert {name: messages[name].original_bytes() for name in before} == before
+            # The id leads to both again.
+            assert len(run_search(env["root"], "id:reused@example.org", [LIST]).hits) == 2
     finally:
         other.registry._zodb_databases[""].close()

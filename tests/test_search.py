@@ -318,3 +318,39 @@ def test_a_message_id_longer_than_one_may_be_is_found_pasted_whole(tmp_path):
                 assert [hit.message.subject for hit in hits] == ["Long id"], query
     finally:
         application.registry._zodb_databases[""].close()
+
+
+def test_a_message_id_reused_by_another_mail_finds_both(tmp_path):
+    """A mailer that reuses a Message-ID for another mail: both are kept, and pasting the id finds both;
+    when the first is deleted, the other is still found."""
+    from kittypyr.moderation import delete_messages
+    from kittypyr.msgid import message_id_hash
+    from kittypyr.security import User
+
+    application = make_app(tmp_path)
+    try:
+        with prepare(registry=application.registry) as env:
+            mailing_list = ensure_mailing_list(env["root"], DEV)
+            for n, body in enumerate(("The first mail under this id.\n", "Another mail, same id.\n",
+                                      "A third one, same id again.\n"), start=1):
+                archive_message(mailing_list, make_message(
+                    message_id="<reused@example.org>", subject=f"Reuse {n}", body=body,
+                    date=datetime(2024, 3, n, tzinfo=timezone.utc)))
+            transaction.commit()
+        for query in ("id:reused@example.org", "<reused@example.org>",
+                      "id:" + message_id_hash("<reused@example.org>").lower()):
+            with prepare(registry=application.registry) as env:
+                results = run_search(env["root"], query, [DEV], sort="date-asc")
+                assert [hit.message.subject for hit in results.hits] == ["Reuse 1", "Reuse 2", "Reuse 3"], query
+                assert results.problems == []
+        page = TestApp(application).get("/search", params={"q": "<reused@example.org>"})
+        assert "3 messages found" in page.text
+        with prepare(registry=application.registry) as env:
+            mailing_list = env["root"].lists[DEV]
+            delete_messages(mailing_list, [message_id_hash("<reused@example.org>")], User("mod@example.org", "Mod"))
+            transaction.commit()
+        with prepare(registry=application.registry) as env:
+            results = run_search(env["root"], "id:reused@example.org", [DEV], sort="date-asc")
+            assert [hit.message.subject for hit in results.hits] == ["Reuse 2", "Reuse 3"]
+    finally:
+        application.registry._zodb_databases[""].close()

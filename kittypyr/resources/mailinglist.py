@@ -20,11 +20,30 @@ class Messages(Container):
     A deleted message leaves a ``Tombstone`` in ``tombstones`` under its
     hash: traversal then finds a ``DeletedMessage`` (410 Gone), while
     ``get``, ``in`` and iteration see live messages only.
+
+    A different mail that reuses an archived Message-ID is kept under a
+    derived one (``kittypyr.archiving``); ``reused`` maps the hash of the
+    Message-ID it came with to the names it was kept under, so that the id
+    finds every mail sent with it. Made with the first reuse.
     """
+
+    reused = None
 
     def __init__(self):
         super().__init__()
         self.tombstones = OOBTree()
+
+    def note_reuse(self, name_of_id, name):
+        """Remember that the message ``name`` came with the Message-ID whose hash is ``name_of_id``."""
+        if self.reused is None:
+            self.reused = OOBTree()
+        known = self.reused.get(name_of_id, ())
+        if name not in known:
+            self.reused[name_of_id] = known + (name,)
+
+    def reusing(self, name_of_id):
+        """Names of the messages kept under another id that came with the Message-ID hashed ``name_of_id``."""
+        return () if self.reused is None else self.reused.get(name_of_id, ())
 
     def __getitem__(self, name):
         try:

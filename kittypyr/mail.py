@@ -1337,6 +1337,11 @@ def _prepare(raw, notes):
     blank = _BLANK_LINE.search(data)
     if blank:
         header_end, body = blank.start(), data[blank.end() :]
+        if data[header_end - 1 : header_end] == b"\r":
+            # CRLF mail: that CR ends the last header line. Left in, it
+            # would read as a stray CR inside the value, and a
+            # "quoted-printable " is no encoding at all.
+            header_end -= 1
     else:
         header_end, body = len(data), b""
     header = data[:header_end]
@@ -1346,7 +1351,7 @@ def _prepare(raw, notes):
         data = header + data[header_end:]
     # Fast path: every line is a header, a continuation, or a leading
     # mbox From_ line that is followed by real headers.
-    separator = blank.end() - blank.start() if blank else 0
+    separator = blank.end() - header_end if blank else 0
     if not _BAD_HEADER_LINE.search(header):
         if _HEADER_LINE.match(header):
             return data, header_end, header_end + separator, True, body

@@ -611,6 +611,22 @@ def test_bare_cr_headers_with_a_crlf_blank_line_keep_the_headers():
     assert mail.body_text == "The body."
 
 
+def test_crlf_mail_whose_last_header_is_its_transfer_encoding_is_decoded():
+    """The CR that ends the last header line of CRLF mail is part of its line ending, not of the value."""
+    head = (b"From: a@example.com\r\nSubject: t\r\nMessage-ID: <q1@example.org>\r\nMIME-Version: 1.0\r\n")
+    quoted = parse(head + b"Content-Type: text/plain; charset=utf-8\r\n"
+                   b"Content-Transfer-Encoding: quoted-printable\r\n\r\ncaf=C3=A9 long=\r\nline\r\n")
+    assert quoted.body_text == "caf\u00e9 longline"
+    assert not any("stray CR" in note for note in quoted.defects)
+    encoded = parse(head + b"Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+                    + base64.encodebytes("na\u00efve words\n".encode()).replace(b"\n", b"\r\n"))
+    assert encoded.body_text == "na\u00efve words"
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    image = parse(head + b"Content-Type: image/png; name=dot.png\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+                  + base64.encodebytes(png).replace(b"\n", b"\r\n"))
+    assert [part.data for part in image.attachments] == [png]
+
+
 def test_a_stray_cr_in_lf_or_crlf_headers_is_not_a_line_ending():
     for newline in (b"\n", b"\r\n"):
         raw = b"Subject: one\rtwo" + newline + b"From: a@example.org" + newline + newline + b"body" + newline

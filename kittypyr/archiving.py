@@ -18,6 +18,8 @@ and a reply to it hangs below its nearest surviving ancestor.
 import logging
 from types import SimpleNamespace
 
+from BTrees.OOBTree import OOTreeSet
+
 from kittypyr.events import (
     MessageArchived,
     MessageMoved,
@@ -223,6 +225,17 @@ def notify_added(resource, registry):
     notify(ObjectAdded(resource, resource.__parent__, resource.__name__), registry)
 
 
+# The nearest ancestors a message may hang below, and wait for: a thread
+# whose nearer ancestors are all missing this far up is none to rebuild,
+# and a References of thousands of ids (a broken or hostile mailer) would
+# otherwise be thousands of waiting lists written with each such message.
+MAX_CANDIDATE_PARENTS = 50
+# Names a waiting list keeps as a tuple; a longer one becomes a set, of
+# which an addition writes one bucket (a thread whose first message never
+# reached the archive gathers every reply here).
+WAITERS_IN_A_TUPLE = 16
+
+
 def _candidate_parents(message):
     """Message-IDs that could be the parent, most preferred first."""
     seen = set()
@@ -231,7 +244,22 @@ def _candidate_parents(message):
         if message_id and message_id not in seen and message_id != message.message_id:
             seen.add(message_id)
             candidates.append(message_id)
+            if len(candidates) == MAX_CANDIDATE_PARENTS:
+                break
     return candidates
+
+
+def _wait_for(waiting, candidate_name, name):
+    """Put ``name`` on the waiting list of the message ``candidate_name`` (not archived)."""
+    waiters = waiting.get(candidate_name, ())
+    if isinstance(waiters, tuple):
+        if name in waiters:
+            return
+        if len(waiters) < WAITERS_IN_A_TUPLE:
+            waiting[candidate_name] = waiters + (name,)
+            return
+        waiters = waiting[candidate_name] = OOTreeSet(waiters)
+    waiters.add(name)
 
 
 def _is_ancestor(messages, maybe_ancestor_name, name):
@@ -264,9 +292,7 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
                 continue
             candidate_name = candidate.__name__
         if candidate is None:
-            waiters = waiting.get(candidate_name, ())
-            if name not in waiters:
-                waiting[candidate_name] = waiters + (name,)
+            _wait_for(waiting, candidate_name, name)
             continue
         if candidate_name == name or _is_ancestor(messages, name, candidate_name):
             # Broken References that would make a cycle: skip that candidate.
@@ -299,19 +325,22 @@ def stop_waiting(mailing_list, message):
     for candidate_id in _candidate_parents(message):
         candidate_name = message_id_hash(candidate_id)
         waiters = waiting.get(candidate_name)
-        if waiters is not None and message.__name__ in waiters:
-            remaining = tuple(w for w in waiters if w != message.__name__)
-            if remaining:
-                waiting[candidate_name] = remaining
-            else:
-                del waiting[candidate_name]
+        if waiters is None or message.__name__ not in waiters:
+            continue
+        if isinstance(waiters, tuple):
+            waiters = tuple(w for w in waiters if w != message.__name__)
+            waiting[candidate_name] = waiters
+        else:
+            waiters.remove(message.__name__)
+        if not waiters:
+            del waiting[candidate_name]
 
 
 def _adopt_waiting(mailing_list, newcomer, registry):
     """Move the messages that were waiting for ``newcomer`` below it."""
     waiters = mailing_list.waiting_for_parent.pop(newcomer.__name__, ())
     messages = mailing_list.messages
-    for waiter_name in waiters:
+    for waiter_name in list(waiters):
         waiter = messages.get(waiter_name)
         if waiter is None or waiter.parent == newcomer.__name__:
             continue

@@ -151,3 +151,44 @@ def test_deep_thread_is_not_recursive(archive, depth, backwards):
     walked = list(thread.walk())
     assert len(walked) == depth
     assert walked[-1] == (h(depth - 1), depth - 1)
+
+
+def _written_by(archive, raw):
+    """Bytes the storage grows by when ``raw`` is archived and committed."""
+    storage = archive._p_jar.db().storage
+    before = storage.getSize()
+    archive_message(archive.lists[LIST], raw)
+    transaction.commit()
+    return storage.getSize() - before
+
+
+def test_replies_waiting_for_one_missing_message_each_write_as_much(archive):
+    """A long thread whose first message never reached the archive: each reply waits for it, and
+    the 400th reply writes no more than the 40th (it once rewrote every earlier waiter's name).
+
+    Measured against a message starting a thread of its own, archived after each reply: what the
+    archive writes for any message grows as its first buckets fill."""
+    archive_all(archive, [post(0)])
+    waiting_costs = []
+    for n in range(1, 401):
+        reply = _written_by(archive, post(n, 99999, [99999]))
+        alone = _written_by(archive, post(100000 + n))
+        waiting_costs.append(reply - alone)
+    # Means over 40 messages: a bucket's split makes one message's figure jump either way.
+    early, late = sum(waiting_costs[20:60]) / 40, sum(waiting_costs[360:400]) / 40
+    assert late < early + 4096, (early, late)
+    mailing_list = archive.lists[LIST]
+    archive_message(mailing_list, post(99999))
+    transaction.commit()
+    assert {mailing_list.messages[h(n)].parent for n in range(1, 401)} == {h(99999)}
+
+
+def test_a_message_naming_thousands_of_missing_ancestors_waits_for_the_nearest_few(archive):
+    """References are for threading: 3,000 missing ancestors are not 3,000 waiting lists to rewrite."""
+    mailing_list = archive_all(archive, [post(0)])
+    written = _written_by(archive, post(1, 2999, range(3000)))
+    assert len(mailing_list.waiting_for_parent) <= 64
+    assert written < 256 * 1024, written
+    archive_message(mailing_list, post(2998, 0, [0]))  # the nearest but one arrives
+    transaction.commit()
+    assert mailing_list.messages[h(1)].parent == h(2998)

@@ -18,6 +18,7 @@ from pyramid.httpexceptions import HTTPNotFound
 from kittypyr.mail import decode_bytes
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import Message
+from kittypyr.resources.browsing import is_number
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
@@ -100,7 +101,7 @@ def html_page(context, request):
     parts = html_parts(context)
     subpath = request.subpath
     if subpath:
-        if len(subpath) != 1 or not subpath[0].isdigit():
+        if len(subpath) != 1 or not is_number(subpath[0]):
             raise HTTPNotFound()
         parts = [p for p in parts if p.index == int(subpath[0])]
     if not parts:

@@ -88,7 +88,7 @@ def _held_number(quarantine, given):
     """The number ``given`` names in ``quarantine`` as listed (000012), or without its zeros (12); None if none."""
     if given in quarantine:
         return given
-    if given.isdigit():
+    if given.isascii() and given.isdigit():
         padded = f"{int(given):06d}"
         if padded in quarantine:
             return padded

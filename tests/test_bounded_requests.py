@@ -257,3 +257,15 @@ def test_an_address_that_is_not_utf8_answers_400_not_500(browser, url):
     answer = browser.get(url, status=400)
     assert "not UTF-8" in answer.text
     assert browser.get("/search", params={"q": "widget"}).status_int == 200
+
+
+# Digits of other scripts: "²".isdigit() is true, int("²") fails; int("٢٠٢٤") is 2024.
+
+@pytest.mark.parametrize("tail", ["%C2%B2%C2%B2%C2%B2%C2%B2/", "2019/%C2%B2/", "%D9%A2%D9%A0%D9%A1%D9%A9/",
+                                  "2019/%D9%A3/", "message/{key}/attachment/%C2%B2/x", "message/{key}/diff/%C2%B2",
+                                  "message/{key}/quote/%C2%B2", "message/{key}/html/%C2%B2",
+                                  "message/{key}/attachment/%D9%A1/x"])
+def test_a_number_in_other_digits_is_no_page(browser, tail):
+    """A year, month or part number spelt in other digits names nothing: 404, not a traceback nor a second URL."""
+    url = f"/list/{LIST}/" + tail.format(key=message_id_hash("<w3@example.org>"))
+    browser.get(url, status=404)

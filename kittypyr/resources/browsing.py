@@ -1,6 +1,15 @@
 """Transient resources that traversal makes on the way: no state of their own."""
 
 
+def is_number(name):
+    """Whether a path segment is a number written in ASCII digits.
+
+    ``str.isdigit`` is true of "²", which ``int`` refuses, and ``int`` reads
+    "٢٠٢٤" as 2024: a second address for a page, or a traceback.
+    """
+    return name.isascii() and name.isdigit()
+
+
 class Year:
     """``/list/<address>/<YYYY>/``: a year of a list's archive."""
 
@@ -11,7 +20,7 @@ class Year:
         self.mailing_list = mailing_list
 
     def __getitem__(self, name):
-        if name.isdigit() and 1 <= int(name) <= 12 and len(name) <= 2:
+        if is_number(name) and 1 <= int(name) <= 12 and len(name) <= 2:
             return Month(self, int(name))
         raise KeyError(name)
 

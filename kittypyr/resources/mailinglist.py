@@ -9,7 +9,7 @@ from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticate
 
 from kittypyr.addresses import list_id_of
 from kittypyr.resources.admin import ListAdmin
-from kittypyr.resources.browsing import TagFolder, ThreadAlias, Year
+from kittypyr.resources.browsing import TagFolder, ThreadAlias, Year, is_number
 from kittypyr.resources.containers import Container
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
 
@@ -206,7 +206,7 @@ class MailingList(Persistent):
             return ListAdmin(self)
         if name == "tag":
             return TagFolder(self)
-        if len(name) == 4 and name.isdigit():
+        if len(name) == 4 and is_number(name):
             return Year(self, int(name))
         raise KeyError(name)
 

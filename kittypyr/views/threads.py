@@ -17,7 +17,7 @@ from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
 from kittypyr.rendering import patch_html, quote_html, render_body
 from kittypyr.resources import Message, Thread
-from kittypyr.resources.browsing import ThreadAlias
+from kittypyr.resources.browsing import ThreadAlias, is_number
 from kittypyr.views.community import annotate_messages, entries_fingerprint, thread_community
 from kittypyr.views.presentation import (
     avatar,
@@ -258,7 +258,7 @@ class MessageViews:
 
     def _fragment(self, part_html):
         subpath = self.request.subpath
-        if len(subpath) != 1 or not subpath[0].isdigit() or len(subpath[0]) > 4:
+        if len(subpath) != 1 or not is_number(subpath[0]) or len(subpath[0]) > 4:
             raise HTTPNotFound()
         html = part_html(shown_part(self.context.body_text or ""), int(subpath[0]))
         if html is None:
@@ -283,7 +283,7 @@ class MessageViews:
     @view_config(name="attachment")
     def attachment(self):
         subpath = self.request.subpath
-        if not subpath or not subpath[0].isdigit():
+        if not subpath or not is_number(subpath[0]):
             raise HTTPNotFound()
         try:
             attachment = self.context.attachment(int(subpath[0]))

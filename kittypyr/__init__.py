@@ -19,6 +19,7 @@ from ZODB.POSException import ConflictError
 from zc.lockfile import LockError
 
 PARTS = (
+    "kittypyr.site_address",
     "kittypyr.templating",
     "kittypyr.resources",
     "kittypyr.retries",

@@ -105,3 +105,20 @@ def test_extension_index_added_to_an_existing_archive(tmp_path):
             assert total == 2
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_forged_host_header_decides_no_link(app):
+    """With kittypyr.base_url set, redirects, links, the API's URLs and feed ids are on its host,
+    whatever Host a client sends (a cache in front would keep them for every reader)."""
+    fill(app, "dev@lists.example.org", 2)
+    browser = TestApp(app, extra_environ={"HTTP_HOST": "evil.example"})
+    moved = browser.get("/list/DEV@lists.example.org/", status=301)
+    assert moved.location.startswith("http://localhost/list/dev@lists.example.org/")
+    threads = browser.get("/api/list/dev@lists.example.org/threads/").json
+    assert threads["results"] and all(t["url"].startswith("http://localhost/") for t in threads["results"])
+    feed = browser.get("/list/dev@lists.example.org/feed/").text
+    assert "evil.example" not in feed and "http://localhost/" in feed
+    page = browser.get("/list/dev@lists.example.org/")
+    assert "evil.example" not in page.text
+    forwarded = TestApp(app, extra_environ={"HTTP_X_FORWARDED_HOST": "evil.example", "wsgi.url_scheme": "https"})
+    assert "evil.example" not in forwarded.get("/list/dev@lists.example.org/feed/").text

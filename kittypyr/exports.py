@@ -241,10 +241,12 @@ class MboxWriter:
         self.ready = []
         self.ready_size = 0
         self.pending = []
+        self.written = False
 
     def _out(self, data):
         self.ready.append(data)
         self.ready_size += len(data)
+        self.written = True
 
     def _flush_pending(self):
         if self.pending:
@@ -282,6 +284,9 @@ class MboxWriter:
 
     def finish(self):
         self._flush_pending()
+        if not self.written:
+            # gzip and zcat refuse a file of no bytes: nothing is one empty member.
+            self._out(_gzip_member(b""))
         return self.take(0)
 
 

@@ -310,3 +310,17 @@ def test_a_reused_message_id_keeps_its_hashes_through_an_export(app, tmp_path):
             assert len(run_search(env["root"], "id:reused@example.org", [LIST]).hits) == 2
     finally:
         other.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("path", ["/search.mbox.gz?q=zzzznomatchword", f"/list/{LIST}/export/x.mbox.gz?start=2030-01-01"])
+def test_an_export_of_nothing_is_an_empty_gzip_file(app, tmp_path, path):
+    """gzip and zcat refuse a file of no bytes ("unexpected end of file"): an export that found no
+    message is a gzip file of nothing."""
+    import shutil
+    import subprocess
+
+    body = TestApp(app).get(path).body
+    (tmp_path / "empty.mbox.gz").write_bytes(body)
+    unzipped = subprocess.run([shutil.which("gzip"), "-dc", str(tmp_path / "empty.mbox.gz")], capture_output=True)
+    assert unzipped.returncode == 0, unzipped.stderr
+    assert unzipped.stdout == b""

@@ -1,5 +1,6 @@
 """Reading long threads and single messages: outlines, folded patches, what a message page offers."""
 
+import base64
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -334,6 +335,15 @@ def test_the_raw_mail_is_labelled_with_a_charset_that_reads_it(tmp_path):
                   b"Content-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: 8bit\n"
                   b'Content-Disposition: attachment; filename="old.txt"\n\n'
                   + "Grüße.\n".encode("latin-1") + b"--b--\n"),
+        # A UTF-16 attachment, a Latin-1 body: UTF-16 would read the whole mail as garbage.
+        "wide": (b"Message-ID: <raw-wide@example.org>\nFrom: a@example.org\nSubject: Wide\n"
+                 b"Date: Thu, 2 Apr 2020 09:00:00 +0000\nMIME-Version: 1.0\n"
+                 b'Content-Type: multipart/mixed; boundary="b"\n\n--b\n'
+                 b"Content-Type: text/plain; charset=utf-16\nContent-Transfer-Encoding: base64\n"
+                 b'Content-Disposition: attachment; filename="log.txt"\n\n'
+                 + base64.encodebytes("A log.\n".encode("utf-16")) + b"--b\n"
+                 b"Content-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: 8bit\n\n"
+                 + "Grüße.\n".encode("latin-1") + b"--b--\n"),
     }
     try:
         with prepare(registry=app.registry) as env:
@@ -348,7 +358,8 @@ def test_the_raw_mail_is_labelled_with_a_charset_that_reads_it(tmp_path):
             assert answer.body == raw
             labels[name] = answer.headers["Content-Type"]
         assert labels == {"utf8": "text/plain; charset=utf-8", "koi8": "text/plain; charset=koi8-r",
-                          "latin1": "text/plain", "named": "text/plain", "mixed": "text/plain; charset=iso-8859-1"}
+                          "latin1": "text/plain", "named": "text/plain", "mixed": "text/plain; charset=iso-8859-1",
+                          "wide": "text/plain; charset=iso-8859-1"}
     finally:
         app.registry._zodb_databases[""].close()
 

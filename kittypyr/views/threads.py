@@ -325,7 +325,9 @@ def _raw_charset(data):
     for field in _CONTENT_TYPE_FIELD.finditer(data, 0, 65536):
         match = _CHARSET_PARAMETER.search(field.group())
         label = known_charset(match.group(1).decode("ascii")) if match else None
-        if label is not None and codecs.lookup(label).name != "utf-8":
+        # A part in UTF-16 or UTF-32 is no label for the whole: its headers
+        # and every other part would read as garbage.
+        if label is not None and not codecs.lookup(label).name.startswith(("utf-8", "utf-16", "utf-32")):
             return label
     return None
 

@@ -378,6 +378,26 @@ _AS_WINDOWS_1252 = "kittypyr-as-windows-1252"
 codecs.register_error(_AS_WINDOWS_1252, _read_as_windows_1252)
 
 
+_WIDE_BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def wide_text_charset(data, charset):
+    """The UTF-16 or UTF-32 codec ``data`` is text in, declared (``charset``) or told by its byte order mark; else None.
+
+    Text in these holds NUL bytes, which elsewhere mean a binary file.
+    """
+    codec = None
+    if charset:
+        codec = _resolve_charset(_normalize_charset_name(charset))[0]
+    if codec not in _WIDE_CODECS:
+        # UTF-32's little-endian mark begins with UTF-16's: looked at first.
+        codec = next((name for mark, name in _WIDE_BYTE_ORDER_MARKS if data.startswith(mark)), None)
+    if codec is None or _strict(data, codec) is None:
+        return None
+    return codec
+
+
 def is_utf8(data):
     """Whether the bytes ``data`` are UTF-8 (ASCII is)."""
     return _strict(data, "utf-8") is not None

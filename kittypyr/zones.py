@@ -13,7 +13,7 @@ attachments and returns ``Zones``; nothing here touches the database.
 
 from dataclasses import dataclass, field
 
-from kittypyr.mail import _is_attribution, decode_bytes
+from kittypyr.mail import _is_attribution, decode_bytes, wide_text_charset
 from kittypyr.patches import PATCH_HEADERS, PATCH_START
 
 # Zone flags, kept per word in the full-text index (six bits: see
@@ -187,9 +187,15 @@ def _attachment_text(attachment):
         return None
     if callable(data):
         data = data()
-    if len(data) > ATTACHMENT_INDEX_MAX or b"\0" in data[:1024]:
+    if len(data) > ATTACHMENT_INDEX_MAX:
         return None
-    return decode_bytes(data, getattr(attachment, "charset", "") or None)
+    charset = getattr(attachment, "charset", "") or None
+    if b"\0" in data[:1024]:
+        # A binary file, unless it is text in UTF-16 or UTF-32.
+        charset = wide_text_charset(data, charset)
+        if charset is None:
+            return None
+    return decode_bytes(data, charset)
 
 
 def message_zones(subject, sender_name, body_text, attachments=()):

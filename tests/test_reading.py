@@ -313,6 +313,25 @@ def test_a_text_attachment_is_read_in_the_charset_it_declares(tmp_path):
         app.registry._zodb_databases[""].close()
 
 
+@pytest.mark.parametrize("charset, bom", [("utf-16", ""), ("utf-16-le", ""), ("utf-32", ""), (None, "utf-16")])
+def test_a_text_attachment_in_utf16_or_utf32_is_searched(tmp_path, charset, bom):
+    """A Windows log or export in UTF-16 (declared, or told by its byte order mark): its words are found."""
+    app = make_app(tmp_path)
+    text = "log line qwattwide end\n"
+    data = text.encode(bom) if bom else text.encode(charset)
+    content_type = f"text/plain; charset={charset}" if charset else "text/plain"
+    try:
+        with prepare(registry=app.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], LIST), make_message(
+                message_id="<wide@example.org>", subject="A log", sender=ADA, date=START,
+                body=multipart("mixed", text_part("The log is attached.\n"), attachment(data, content_type, "log.txt"))))
+            transaction.commit()
+        hits = TestApp(app).get("/search", params={"q": "qwattwide"}).html.select("ol.hits li")
+        assert len(hits) == 1 and "A log" in hits[0].text
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 def test_the_raw_mail_is_labelled_with_a_charset_that_reads_it(tmp_path):
     """UTF-8 when it is UTF-8, else the charset the mail declares, else none: never one that garbles it."""
     russian = "Рекламная пауза.\n"

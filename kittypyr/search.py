@@ -163,8 +163,9 @@ class ParsedSearch:
         for group in self.groups:
             for term in group:
                 words.extend(getattr(term, "words", ()) or _WORD_CHARS.findall(term))
-        for term in self.subject:
-            words.extend(_WORD_CHARS.findall(term))
+        for group in self.subject:
+            for term in group:
+                words.extend(_WORD_CHARS.findall(term))
         # One Chinese, Japanese or Korean character is a word (kittypyr.lexicon.split_cjk_runs).
         return [w.lower() for w in words if len(w) > 1 or has_cjk_letters(w)]
 
@@ -307,7 +308,8 @@ def parse_search(query, limits=DEFAULT_LIMITS):
         parsed.problems.append(f"The query is longer than {limits.max_query_chars} characters: "
                                "only its beginning was searched.")
         query = query[: limits.max_query_chars]
-    pending_or = False
+    pending_or = None  # after an OR: what came before it ("words" or a field's name)
+    previous = None  # the kind of the last term read
     terms = 0
     pasted = None  # the last bare "<id@host>" of the query
     for match in _TOKEN.finditer(query):
@@ -320,14 +322,19 @@ def parse_search(query, limits=DEFAULT_LIMITS):
             else:
                 value = value[1:-1]
         if name is None and value == "OR" and not negative:
-            pending_or = bool(parsed.groups)
+            pending_or = previous
             continue
         zones = ZONE_FIELDS.get((name or "").lower(), 0)
-        joins_or = pending_or and (name is None or zones) and not negative
-        if joins_or and len(parsed.groups[-1]) >= limits.max_or_branches:
+        kind = "words" if name is None or zones else name.lower()
+        joins_or = pending_or is not None and pending_or == kind and not negative
+        if pending_or is not None and not joins_or:
+            _tell(parsed, "“OR” joins words and phrases, or two of one field (from:a OR from:b); "
+                          f"between “{_shown_kind(pending_or)}” and “{_shown_kind(kind, negative)}” "
+                          "it was read as AND: both are required.")
+        if joins_or and kind in _OR_FIELDS + ("words",) and len(_or_groups(parsed, kind)[-1]) >= limits.max_or_branches:
             # A long OR is cut, not the words after it: they still narrow.
             _tell(parsed, f"Only the first {limits.max_or_branches} alternatives of an OR were searched.")
-            pending_or = False
+            pending_or = None
             continue
         terms += 1
         if terms > limits.max_terms:
@@ -338,26 +345,29 @@ def parse_search(query, limits=DEFAULT_LIMITS):
             name = name.lower()
             if name not in FIELDS:
                 parsed.problems.append(f"Unknown field “{name}:” — searched as words.")
-                value, name = f"{name} {value}", None
+                value, name, kind = f"{name} {value}", None, "words"
+                joins_or = pending_or == "words" and not negative
         if name is None or zones:
             parsed.asked_words = True
             if "*" in value:
                 _tell(parsed, f"A * does not search by a word's beginning: “{value}” was searched as whole words.")
             term = _quoted(value, parsed, limits, zones)
+            pending_or = None
             if term is None:
                 continue
             if negative:
                 parsed.excluded.append(term)
-            elif pending_or:
+            elif joins_or:
                 parsed.groups[-1].append(term)
             else:
                 parsed.groups.append([term])
+            previous = None if negative else "words"
             if bare_id:
                 pasted = (value[1:-1], term)
-            pending_or = False
             continue
-        pending_or = False
-        _parse_field(parsed, name, value, limits)
+        pending_or = None
+        added = _parse_field(parsed, name, value, limits, alternative=joins_or and name in _OR_FIELDS)
+        previous = name if added else None
     _settle_words(parsed, query)
     if pasted is not None and parsed.groups == [[pasted[1]]] and not parsed.excluded:
         parsed.pasted_id, parsed.groups = pasted, []
@@ -387,21 +397,45 @@ def _settle_words(parsed, query):
                       "signs other than letters and digits are not indexed.")
 
 
-def _parse_field(parsed, name, value, limits):
+# Fields an OR joins: each of these is a list of groups of alternatives.
+_OR_FIELDS = ("from", "subject", "tag")
+
+
+def _or_groups(parsed, kind):
+    """The groups of alternatives an OR of ``kind`` ("words" or a field of _OR_FIELDS) joins."""
+    return {"words": parsed.groups, "from": parsed.senders, "subject": parsed.subject, "tag": parsed.tags}[kind]
+
+
+def _shown_kind(kind, negative=False):
+    if kind == "words":
+        return "-word" if negative else "words"
+    return f"-{kind}:" if negative else f"{kind}:"
+
+
+def _add_condition(groups, value, alternative):
+    if alternative and groups:
+        groups[-1].append(value)
+    else:
+        groups.append([value])
+
+
+def _parse_field(parsed, name, value, limits, alternative=False):
+    """Add the condition of ``name:value``; whether it added one. ``alternative``: joined by OR to the one before."""
     if name == "from":
-        parsed.senders.append(value.lower())
+        _add_condition(parsed.senders, value.lower(), alternative)
     elif name == "subject":
         term = _quoted(value, parsed, limits)
-        if term:
-            parsed.subject.append(term)
+        if not term:
+            return False
+        _add_condition(parsed.subject, term, alternative)
     elif name == "list":
         parsed.lists.append(value.lower())
     elif name == "tag":
         tag = normalize_tag(value)
         if tag is None:
             parsed.problems.append(f"“tag:{value}” is not a tag.")
-        else:
-            parsed.tags.append(tag)
+            return False
+        _add_condition(parsed.tags, tag, alternative)
     elif name == "has":
         if value.lower() in ("attachment", "attachments"):
             parsed.has_attachment = True
@@ -443,6 +477,7 @@ def _parse_field(parsed, name, value, limits):
             parsed.start = bounds[0]
         else:
             parsed.end = bounds[0]
+    return True
 
 
 def _month_starts(start, end):
@@ -595,18 +630,21 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
     conditions = []  # beyond the lists in scope
 
     if parsed.subject:
-        conditions.append(Contains("subject", " AND ".join(parsed.subject)))
-    if parsed.senders:
-        for term in parsed.senders:
-            addresses = _sender_addresses(archive, scope, term)
-            if not addresses:
-                found.problems.append(f"Nobody matching “from:{term}” wrote to these lists.")
-                return found
-            conditions.append(Any("sender", addresses))
+        conditions.append(Contains("subject", " AND ".join(
+            group[0] if len(group) == 1 else "(" + " OR ".join(group) + ")" for group in parsed.subject)))
+    for group in parsed.senders:
+        addresses = set()
+        for term in group:
+            addresses.update(_sender_addresses(archive, scope, term))
+        if not addresses:
+            asked = " or ".join(f"“from:{term}”" for term in group)
+            found.problems.append(f"Nobody matching {asked} wrote to these lists.")
+            return found
+        conditions.append(Any("sender", sorted(addresses)))
     if parsed.tags:
         in_tagged = _in_tagged_threads(archive, scope, parsed.tags)
         if in_tagged is None:
-            tags = " ".join(f"tag:{tag}" for tag in parsed.tags)
+            tags = " ".join(" OR ".join(f"tag:{tag}" for tag in group) for group in parsed.tags)
             found.problems.append(f"No thread in these lists is tagged {tags}.")
             return found
         conditions.append(in_tagged)
@@ -1015,7 +1053,7 @@ def _resource(archive, docid):
 
 
 def _in_tagged_threads(archive, list_addresses, tags):
-    """Messages of the threads tagged with every one of ``tags``, or None if there are none.
+    """Messages of the threads tagged with one of each group of ``tags``, or None if there are none.
 
     Tags belong to threads: the messages' thread index finds their
     messages, per list (a thread key names one thread in each list).

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from pyramid.traversal import find_root, traversal_path
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
-from repoze.catalog.query import Eq
+from repoze.catalog.query import Any, Eq
 
 from kittypyr.catalog import Narrowed, _unindexed_as_tree, search_page
 from kittypyr.events import IThreadMerged, ObjectModified, notify
@@ -161,12 +161,14 @@ def tagged_threads(mailing_list, tag, start, size):
 def tagged_thread_keys(archive, list_addresses, tags):
     """``{list address: [thread key]}``: the threads of those lists that carry every one of ``tags``.
 
-    One catalog query; lists and keys are read from the threads' paths
+    A tag may be a list of alternatives, any of which does. One catalog
+    query; lists and keys are read from the threads' paths
     (``/list/<address>/thread/<key>``), so no thread is loaded.
     """
-    query = Eq("tags", tags[0])
-    for tag in tags[1:]:
-        query &= Eq("tags", tag)
+    query = None
+    for tag in tags:
+        condition = Eq("tags", tag) if isinstance(tag, str) else Any("tags", list(tag))
+        query = condition if query is None else query & condition
     _, docids = archive.catalog.query(Narrowed(query, kind="thread", list=list_addresses))
     address_for = archive.document_map.address_for_docid
     found = {}

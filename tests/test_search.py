@@ -354,3 +354,43 @@ def test_a_message_id_reused_by_another_mail_finds_both(tmp_path):
             assert [hit.message.subject for hit in results.hits] == ["Reuse 2", "Reuse 3"]
     finally:
         application.registry._zodb_databases[""].close()
+
+
+def test_or_between_the_same_field_finds_either(app):
+    """from:a OR from:b, subject:a OR subject:b: either; the fields' other conditions still narrow."""
+    assert found(app, "from:grace OR from:bob")[0] == [3, 5]
+    assert found(app, "from:grace OR from:bob quick")[0] == [3, 5]
+    assert found(app, "from:grace OR from:nobody-at-all")[0] == [3]
+    assert found(app, "subject:kernel OR subject:users")[0] == [4, 6]
+    assert found(app, "subject:kernel OR subject:users from:ada")[0] == [4, 6]
+    assert found(app, "from:grace from:bob")[0] == []  # without OR, both are required
+    assert found(app, "from:grace OR from:bob")[1].problems == []
+
+
+def test_or_that_cannot_join_says_so(app):
+    """An OR between a field and words, or two different fields, was read as AND without a word."""
+    for query in ("from:grace OR quick", "quick OR from:grace", "from:grace OR subject:kernel", "list:dev OR fox"):
+        problems = found(app, query)[1].problems
+        assert any("OR" in problem and "AND" in problem for problem in problems), (query, problems)
+    assert found(app, "quick OR fox")[1].problems == []
+
+
+def test_or_between_tags_finds_threads_with_either(tmp_path):
+    from kittypyr.tags import add_tag
+
+    application = make_app(tmp_path)
+    try:
+        with prepare(registry=application.registry) as env:
+            mailing_list = ensure_mailing_list(env["root"], DEV)
+            for n, tag in ((1, "bug"), (2, "idea"), (3, None)):
+                message = archive_message(mailing_list, make_message(
+                    message_id=f"<t{n}@example.org>", subject=f"Thread {n}", body="Tagged words here.\n"))
+                if tag:
+                    add_tag(mailing_list.threads[message.thread], tag, "ada@example.org")
+            transaction.commit()
+        with prepare(registry=application.registry) as env:
+            subjects = sorted(hit.message.subject for hit in run_search(env["root"], "tag:bug OR tag:idea", [DEV]).hits)
+            assert subjects == ["Thread 1", "Thread 2"]
+            assert [hit.message.subject for hit in run_search(env["root"], "tag:bug tag:idea", [DEV]).hits] == []
+    finally:
+        application.registry._zodb_databases[""].close()

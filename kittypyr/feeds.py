@@ -254,7 +254,7 @@ def search_feed(context, request):
     if text:
         # The search page's own way to the newest matches, which reads what
         # it finds rather than every message of the lists in scope.
-        found = run_search(context, text, visible_list_addresses(request), mlist=mlist, sort="date-desc",
+        found = run_search(context, text, _search_feed_lists(request), mlist=mlist, sort="date-desc",
                            size=FEED_SIZE, limits=SearchLimits.from_settings(request.registry.settings),
                            snippets=False)
         messages = [hit.message for hit in found.hits]
@@ -262,6 +262,22 @@ def search_feed(context, request):
     return _messages_feed(request, request.resource_url(context, "search.atom", query=query), messages,
                           f"Search: {text}",
                           request.resource_url(context, "search", query=query), "", "search", text, mlist)
+
+def _search_feed_lists(request):
+    """The lists a search's feed reads: those the reader may see, and the private ones its feed key opens."""
+    visible = visible_list_addresses(request)
+    holder = key_holder(request)
+    if holder is None:
+        return visible
+    principals = _principals_of(request.registry, holder)
+    acl = ACLHelper()
+    opened = [mailing_list.address for mailing_list in request.root.lists.values()
+              if mailing_list.address not in visible and acl.permits(mailing_list, principals, "view")]
+    if opened:
+        # A private list's mail, for one reader: no shared cache may keep it.
+        request.response.cache_control.private = True
+    return visible + opened
+
 
 # --- feed keys: private feeds for feed readers, which send no cookie -----------
 
@@ -366,9 +382,14 @@ def feed_links(request):
     if isinstance(context, Archive):
         if request.view_name == "search" and request.params.get("q", "").strip():
             query = [("q", request.params["q"])]
-            if request.params.get("mlist"):
-                query.append(("mlist", request.params["mlist"]))
-            return [("Feed of these results (Atom)", request.resource_url(context, "search.atom", query=query))]
+            mlist = request.params.get("mlist") or None
+            if mlist:
+                query.append(("mlist", mlist))
+            url = request.resource_url(context, "search.atom", query=query)
+            # A feed reader sends no cookie: a search of private lists carries the reader's key.
+            private = [mailing_list for mailing_list in request.visible_lists if not mailing_list.is_public
+                       and (mlist is None or mailing_list.address == mlist.lower())]
+            return [("Feed of these results (Atom)", _keyed(request, private[0], url) if private else url)]
         return []
     if not isinstance(context, (MailingList, Month, Thread, Message)):
         return []

@@ -307,3 +307,30 @@ def test_a_members_feed_of_a_merged_threads_old_key_leads_to_the_thread_it_joine
     for params in ({}, {"key": "nonsense"}):
         refused = feed_reader.get(f"/list/{PRIVATE}/thread/{old}/t.atom", params, status=403)
         assert joined not in refused.text
+
+
+def test_a_members_search_feed_finds_the_private_lists_mail_by_the_members_key(app, monkeypatch):
+    """A search in a private list the member reads: its feed link carries the key, and a feed reader gets
+    the results with it; without it, or with someone else's, nothing private."""
+    fake = FakeMailman(monkeypatch)
+    fake.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member")])
+    fake.add_user("other@example.org", "Otto Other", roles=[])
+    member = TestApp(app)
+    log_in(member, MEMBER)
+    page = member.get("/search", params={"q": "confidential"})
+    assert "Feeds secret" in page.text
+    (href,) = [link["href"] for link in page.html.select('head link[rel="alternate"]')]
+    assert "key=" in href
+    feed_reader = TestApp(app)
+    parsed, _ = read_feed(feed_reader.get(href))
+    assert [entry.title for entry in parsed.entries] == ["Feeds secret"]
+    assert feed_reader.get(href).headers["Cache-Control"] == "private"
+    parsed, _ = read_feed(feed_reader.get(href.split("&key=")[0]))
+    assert parsed.entries == []
+    # A public search's feed needs no key.
+    public = member.get("/search", params={"q": "feeds", "mlist": LIST})
+    assert all("key=" not in link["href"] for link in public.html.select('head link[rel="alternate"]'))
+    other = TestApp(app)
+    log_in(other, "other@example.org")
+    other_href = other.get("/search", params={"q": "confidential"}).html.select('head link[rel="alternate"]')
+    assert all("key=" not in link["href"] for link in other_href)

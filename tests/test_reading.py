@@ -395,3 +395,28 @@ def test_a_long_quote_is_a_link_on_the_thread_page_and_whole_on_the_message_page
     single = browser.get(message_url("long-review"))
     assert single.html.select_one("#quote-1").text.count("quoted line") == 60
     browser.get(message_url("long-review") + "quote/3", status=404)
+
+
+def test_direction_overrides_and_control_characters_of_a_subject_or_name_are_not_shown(tmp_path):
+    """An unclosed right-to-left override in a name or subject reverses what follows it on the line
+    (a date, a list's name); a terminal escape or a NUL is no text either."""
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], LIST), make_message(
+                message_id="<rtl@example.org>", subject="\u202eRTL subject \u2066unclosed \x1b[31mred\x07",
+                sender=("\u202eEvil\u202c Name \u2067x", "rtl@example.org"), date=START,
+                body="Words of the rtl mail.\n"))
+            transaction.commit()
+        browser = TestApp(app)
+        key = message_id_hash("<rtl@example.org>")
+        pages = [browser.get(path).text for path in (
+            f"/list/{LIST}/message/{key}/", f"/list/{LIST}/thread/{key}/", f"/list/{LIST}/",
+            f"/list/{LIST}/{START.year}/{START.month}/", "/search?q=rtl")]
+        for text in pages:
+            assert "RTL subject unclosed [31mred" in text or "RTL subject" in text
+            for character in "\u202e\u202c\u2066\u2067\x1b\x07":
+                assert character not in text, repr(character)
+        assert "Evil Name x" in pages[0]
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -7,6 +7,7 @@ Anything that returns markup escapes what it embeds.
 import functools
 import hashlib
 import math
+import re
 
 from markupsafe import Markup
 from pyramid.events import BeforeRender, subscriber
@@ -25,8 +26,24 @@ def iso_date(moment):
     return moment.isoformat() if moment is not None else ""
 
 
+# Not shown in a name or a subject: control characters (a terminal's escape,
+# a NUL), and the embeddings, overrides and isolates of text direction, which
+# left unclosed reverse what follows them on the line (a date, a list's name).
+# The marks (LRM, RLM, ALM) stay: right-to-left text places its punctuation
+# with them, and they turn nothing around.
+_NOT_SHOWN = re.compile("[\x00-\x08\x0a-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown_line(text):
+    """``text`` (a name, a subject) without what no page shows of it: see _NOT_SHOWN."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _NOT_SHOWN.sub("", text.replace("\t", " "))
+
+
 def display_name(name, address):
     """The sender's name, or the obfuscated address when there is no name."""
+    name = shown_line(name) if name else name
     if name and "@" not in name:
         return name
     if name:
@@ -36,6 +53,7 @@ def display_name(name, address):
 
 def subject_line(subject):
     """A subject as every page and the API write it: addresses obfuscated, '(no subject)' when empty."""
+    subject = shown_line(subject) if subject else subject
     return obfuscate_address(subject) if subject else "(no subject)"
 
 

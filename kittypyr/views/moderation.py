@@ -372,6 +372,9 @@ def _packing_state(packer):
 @view_config(context=DeletedMessage, renderer="kittypyr.templates:gone.pt")
 @view_config(context=DeletedMessage, name="raw", renderer="kittypyr.templates:gone.pt")
 @view_config(context=DeletedMessage, name="attachment", renderer="kittypyr.templates:gone.pt")
+@view_config(context=DeletedMessage, name="html", renderer="kittypyr.templates:gone.pt")
+@view_config(context=DeletedMessage, name="diff", renderer="kittypyr.templates:gone.pt")
+@view_config(context=DeletedMessage, name="quote", renderer="kittypyr.templates:gone.pt")
 def message_gone(context, request):
     """410 Gone, with the way to the conversation it was part of."""
     request.response.status = 410

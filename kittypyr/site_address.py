@@ -1,17 +1,24 @@
-"""The site's address: absolute links, redirects and feed ids come from ``kittypyr.base_url``.
+"""The site's address: absolute links, redirects and feed ids are never on a host a client made up.
 
-Without it they are made from the request, as Pyramid makes them. With
-it, the Host header (or the proxy's X-Forwarded-Host) decides nothing: a
-client sending ``Host: evil.example`` would otherwise get redirects, links,
-the API's URLs and the ids of feed entries (which must not change) on that
-host, and a cache in front could keep such a page for everyone. The path
-prefix stays the one the server gives (waitress's ``url_prefix``).
+Without ``kittypyr.base_url`` they are made from the request, as Pyramid
+makes them. With it, the request's Host (or the trusted proxy's
+X-Forwarded-Host) is believed only when it names ``base_url``'s host, or
+when it is a loopback name asked from this machine (an administrator's
+``curl``, Mailman on loopback, a test); any other is replaced by
+``base_url``'s scheme and host. A client sending ``Host: evil.example``
+would otherwise get redirects, links, the API's URLs and the ids of feed
+entries (which must not change) on that host, and a cache in front could
+keep such a page for everyone. The path prefix stays the one the server
+gives (waitress's ``url_prefix``).
 """
 
 import functools
+import ipaddress
 from urllib.parse import urlsplit
 
 from pyramid.tweens import INGRESS
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
 def site_address_tween_factory(handler, registry):
@@ -20,22 +27,37 @@ def site_address_tween_factory(handler, registry):
     def from_site_address(request):
         configured = settings.get("kittypyr.base_url", "")
         if configured:
-            environ = request.environ
             scheme, host, name, port = _parts(configured)
-            environ["wsgi.url_scheme"] = scheme
-            environ["HTTP_HOST"] = host
-            environ["SERVER_NAME"] = name
-            environ["SERVER_PORT"] = port
+            if not _believed(request, name):
+                environ = request.environ
+                environ["wsgi.url_scheme"] = scheme
+                environ["HTTP_HOST"] = host
+                environ["SERVER_NAME"] = name
+                environ["SERVER_PORT"] = port
         return handler(request)
 
     return from_site_address
+
+
+def _believed(request, site_name):
+    asked = request.domain.lower()
+    if asked == site_name:
+        return True
+    return asked in _LOOPBACK_NAMES and _is_loopback(request.remote_addr)
+
+
+def _is_loopback(address):
+    try:
+        return ipaddress.ip_address(address or "").is_loopback
+    except ValueError:
+        return False
 
 
 @functools.lru_cache(maxsize=4)
 def _parts(base_url):
     """``(scheme, host[:port], host name, port)`` of ``base_url``."""
     address = urlsplit(base_url)
-    return (address.scheme, address.netloc, address.hostname or "",
+    return (address.scheme, address.netloc, (address.hostname or "").lower(),
             str(address.port or (443 if address.scheme == "https" else 80)))
 
 

@@ -122,3 +122,8 @@ def test_a_forged_host_header_decides_no_link(app):
     assert "evil.example" not in page.text
     forwarded = TestApp(app, extra_environ={"HTTP_X_FORWARDED_HOST": "evil.example", "wsgi.url_scheme": "https"})
     assert "evil.example" not in forwarded.get("/list/dev@lists.example.org/feed/").text
+    # A loopback name is believed from this machine only (an administrator's curl, Mailman on loopback).
+    local = TestApp(app, extra_environ={"HTTP_HOST": "127.0.0.1:6543", "REMOTE_ADDR": "127.0.0.1"})
+    assert local.get("/list/DEV@lists.example.org/", status=301).location.startswith("http://127.0.0.1:6543/")
+    remote = TestApp(app, extra_environ={"HTTP_HOST": "127.0.0.1:6543", "REMOTE_ADDR": "203.0.113.9"})
+    assert remote.get("/list/DEV@lists.example.org/", status=301).location.startswith("http://localhost/")

@@ -286,13 +286,23 @@ def test_mailman_unreachable_still_archives_and_the_new_list_stays_closed(tmp_pa
 
 @pytest.mark.parametrize("mlist", ["../x@y", "@", "a@b@c", "dev@lists.example.org\r\nX-Evil: 1",
                                    "dev@lists.example.org\n", "x" * 10_000 + "@example.org",
-                                   "dev", "dev@", "dev@.example.org", "dev@example..org", ".dev@example.org",
+                                   "dev", "dev@", "dev@.example.org", "dev@example..org", "..@example.org",
                                    "dev/../../x@example.org", ""])
 def test_mlist_that_is_no_list_address_is_400_and_makes_no_list(app, mlist):
     browser = TestApp(app)
     post(browser, make_message(message_id="<bad-list@example.org>"), mlist=mlist, status=400)
     with prepare(registry=app.registry) as env:
         assert len(env["root"].lists) == 0 and len(env["root"].quarantine) == 0
+
+
+@pytest.mark.parametrize("mlist", ["-dev@lists.example.org", "dev.@lists.example.org", ".dev@lists.example.org",
+                                   "a..b@lists.example.org", "dev-@lists.example.org"])
+def test_every_list_name_mailman_makes_is_archived(app, mlist):
+    """Mailman's list names are any run of [-_.0-9a-z]: a 400 would leave such a list unarchived for good."""
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<odd-name@example.org>", subject="Odd name"), mlist=mlist)
+    page = browser.get(f"/list/{mlist}/")
+    assert "Odd name" in page.text
 
 
 def test_mlist_in_capitals_is_the_same_list(app):

@@ -114,9 +114,16 @@ def _storage_id(messages, parsed, hash_of=message_id_hash):
 
 
 def _same_mail(stored, parsed):
-    """Whether ``parsed`` is ``stored`` again (resent, imported again), not another mail under its id."""
+    """Whether ``parsed`` is ``stored`` again (resent, imported again, another archive's copy), not another
+    mail under its id."""
     if stored.fingerprint != parsed.fingerprint:
-        return False
+        # Another archive's copy of the same post: Mailman 2's month files
+        # hold it decoded and its attachments scrubbed, so its body differs;
+        # its Date and sender do not. A mail reusing an id is written at
+        # another moment.
+        return bool(parsed.dated_by_header and stored.dated_by_header and stored.date == parsed.date
+                    and stored.sender_address
+                    and stored.sender_address.lower() == (parsed.sender_address or "").lower())
     # One short body ("+1", "Thanks!") posted twice under one Message-ID
     # is told apart by the Date each was written with: a resent or
     # re-imported copy keeps its Date header.

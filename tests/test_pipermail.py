@@ -17,7 +17,7 @@ from kittypyr.msgid import message_id_hash
 from kittypyr.security import User
 from tests.accounts import FakeMailman, forget_login_failures, log_in
 from tests.functional import kittypyr, write_config
-from tests.mailbuilder import attachment, make_message, multipart
+from tests.mailbuilder import attachment, make_message, multipart, text_part
 from kittypyr.pipermail.attachments import folder_name_of
 from kittypyr.pipermail.pages import scrubbed_links
 from tests.pipermail_folder import Post, attachment_path, volume_of, write_folder
@@ -414,6 +414,32 @@ def test_folder_imported_after_the_original_mail(app, tmp_path):
     location = moved(browser, f"/pipermail/dev/attachments/{attachment_path(posts[2], 0, 'data.bin')}")
     assert location.startswith(message_url(posts[2].message_id) + "attachment/")
     assert browser.get(location).body == b"\x00\x01binary"
+
+
+def test_the_whole_folder_imported_after_the_lists_mbox_adds_no_second_copy(app, tmp_path):
+    """Mailman 2 kept each post twice: whole in the list's mbox, decoded and scrubbed in the month file.
+    Imported one after the other, each post is one message: same Message-ID, Date and sender."""
+    posts = thread_posts()
+    posts[2].attachments = (("data.bin", b"\x00\x01binary"),)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for post in posts:
+            text = text_part(post.body + "Caf\u00e9.\n", cte="quoted-printable")
+            body = text if not post.attachments else multipart(
+                "mixed", text, attachment(b"\x00\x01binary", filename="data.bin"))
+            archive_message(mailing_list, make_message(
+                message_id=f"<{post.message_id}>", subject=("Re: " if post.in_reply_to else "") + post.subject,
+                sender=(post.author, post.email),
+                date=post.date, in_reply_to=f"<{post.in_reply_to}>" if post.in_reply_to else None, body=body))
+        transaction.commit()
+    folder = write_folder(tmp_path / "dev", posts)
+    report = import_folder(app, folder)
+    assert any("5 pages, 5 mapped by Message-ID" in line for line in report.summary()), report.summary()
+    with prepare(registry=app.registry) as env:
+        assert len(env["root"].lists[LIST].messages) == len(posts)
+    browser = TestApp(app)
+    for post in posts:
+        assert moved(browser, f"/pipermail/dev/x/{post.number:06d}.html") == message_url(post.message_id)
 
 
 def test_a_deleted_message_stays_gone_under_its_old_url(app, tmp_path):

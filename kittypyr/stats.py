@@ -162,6 +162,10 @@ class ListActivity(Persistent):
         if message.attachments:
             _add(self.thread_attachments, message.thread, 1)
 
+    def gained_attachments(self, message):
+        """``message``, archived without attachments, now has some (files kept apart, added since)."""
+        _add(self.thread_attachments, message.thread, 1)
+
     def forget(self, message, thread_key=None):
         """Take a deleted message out of every count (it was recorded under ``thread_key``)."""
         day = day_of(message.date)

@@ -264,6 +264,20 @@ def test_scrubbed_attachments_are_kept_with_the_message_that_links_them(app, tmp
     browser.get("/pipermail/dev/attachments/20070101/abcdef01/other.bin", status=404)
 
 
+def test_threads_whose_attachments_were_scrubbed_are_marked_and_pass_the_check(app, tmp_path):
+    """The kept files make their messages ones with attachments: the month page marks their threads,
+    and kittypyr check finds the list's figures in agreement."""
+    from kittypyr.health import check_archive
+
+    posts = posts_with_attachments()
+    import_folder(app, write_folder(tmp_path / "dev", posts))
+    with prepare(registry=app.registry) as env:
+        findings, _ = check_archive(env["root"], app.registry)
+        assert [str(finding) for finding in findings] == []
+    month = TestApp(app).get(f"/list/{LIST}/{START.year}/{START.month}/")
+    assert month.html.select('svg[aria-label="Has attachments"]')
+
+
 def test_scrubbed_attachments_of_deleted_messages_and_private_lists(app, tmp_path):
     posts = posts_with_attachments()
     import_folder(app, write_folder(tmp_path / "dev", posts), policy="private")

@@ -28,6 +28,7 @@ import re
 from collections import Counter
 
 from kittypyr.events import ObjectModified, notify
+from kittypyr.stats import activity_of
 from kittypyr.mailboxes import read_regular_file
 from kittypyr.pipermail.mapping import pipermail_archive
 from kittypyr.pipermail.pages import scrubbed_links
@@ -80,6 +81,9 @@ def attach_file(mailing_list, message, path, data, content_type):
     attachment = Attachment(index, name, content_type, data, mailing_list._p_jar)
     attachment.pipermail_path = path
     attachment.__parent__ = message
+    if not message.attachments:
+        # Its thread now holds a message with attachments (the month page's mark).
+        activity_of(mailing_list).gained_attachments(message)
     message.attachments = (*message.attachments, attachment)
     mailing_list.attachment_count.change(1)
     return index

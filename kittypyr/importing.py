@@ -72,6 +72,13 @@ class FileReport:
     # those dated by a Resent-Date, Received or envelope date for want of a usable Date.
     repaired: int = 0
     dated_otherwise: int = 0
+    # position -> the message's own file, of the messages named in the summary (a Maildir's)
+    names: dict = field(default_factory=dict)
+
+    def message(self, position):
+        """How the summary names the message at ``position``: "3", or "3 (new/notes.txt)"."""
+        name = self.names.get(position)
+        return f"{position} ({name})" if name else str(position)
 
 
 @dataclass
@@ -113,10 +120,10 @@ class ImportReport:
             for reason, count in sorted(report.skipped.items()):
                 positions = sorted(report.skipped_at.get(reason, ()))
                 named = (f" (message{'s' if len(positions) > 1 else ''} "
-                         f"{', '.join(map(str, positions))})") if positions else ""
+                         f"{', '.join(map(report.message, positions))})") if positions else ""
                 lines.append(f"skipped {count} in {report.path}: {reason}{named}")
             for position, reason in report.failed:
-                lines.append(f"failed: {report.path}, message {position}: {reason}")
+                lines.append(f"failed: {report.path}, message {report.message(position)}: {reason}")
             for position, doubt in report.doubtful:
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
             undated = "no usable Date, Received or envelope date"
@@ -160,21 +167,23 @@ class Parsed:
     mail: object = None  # kittypyr.mail.ParsedMail
     failure: str = ""
     envelope_date: object = None  # RawMail.envelope_date
+    name: str = ""  # RawMail.name
 
 
 def parse_raw(raw_mail):
     """Parse one ``RawMail``; never raises."""
     if raw_mail.failure:
-        return Parsed(raw_mail.source, raw_mail.position, failure=raw_mail.failure)
+        return Parsed(raw_mail.source, raw_mail.position, failure=raw_mail.failure, name=raw_mail.name)
     try:
         mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
         _prepare_for_storing(mail)
-        return Parsed(raw_mail.source, raw_mail.position, mail, envelope_date=raw_mail.envelope_date)
+        return Parsed(raw_mail.source, raw_mail.position, mail, envelope_date=raw_mail.envelope_date,
+                      name=raw_mail.name)
     except UnparseableMessage as exc:
-        return Parsed(raw_mail.source, raw_mail.position, failure=f"not parseable: {exc}")
+        return Parsed(raw_mail.source, raw_mail.position, failure=f"not parseable: {exc}", name=raw_mail.name)
     except Exception as exc:  # a bug must cost one message, not the import
         log.exception("parsing %s message %s", raw_mail.source, raw_mail.position)
-        return Parsed(raw_mail.source, raw_mail.position, failure=f"parser error: {exc!r}")
+        return Parsed(raw_mail.source, raw_mail.position, failure=f"parser error: {exc!r}", name=raw_mail.name)
 
 
 def _prepare_for_storing(mail):
@@ -541,6 +550,8 @@ class Importer:
                 elif outcome == SKIPPED:
                     file_report.skipped[reason] += 1
                     file_report.skipped_at.setdefault(reason, []).append(parsed.position)
+            if parsed.name and (index in broken or parsed.failure or outcomes[index][0] == SKIPPED):
+                file_report.names[parsed.position] = parsed.name
         if self.progress is not None:
             self.progress.update(len(batch))
 

@@ -78,6 +78,8 @@ class RawMail:
     split that starts this message, or a ``From `` line left inside it, was
     a guess. ``failure`` says why a message could not be read at all (a
     Maildir file that is a dangling link, say); ``raw`` is empty then.
+    ``name`` is the message's own file within ``source`` (a Maildir's
+    ``cur/<name>``), "" when it has none.
     """
 
     raw: bytes
@@ -86,6 +88,7 @@ class RawMail:
     envelope_date: Optional[datetime]
     doubts: tuple = ()
     failure: str = ""
+    name: str = ""
 
 
 # --- envelope ("From ") lines -------------------------------------------
@@ -959,7 +962,9 @@ def _read_maildir(path):
     Every entry is a message: one that cannot be read (a dangling link, a
     directory where a message file should be, an I/O error) is yielded as
     a failure in its place and the others are read. A folder that cannot
-    be listed is raised as MailSourceError after the other's messages.
+    be listed is raised as MailSourceError after the other's messages; so
+    are Maildir++ subfolders (``.2007/``), mail of their own (a mail
+    client's Sent or Trash as well), which are not read.
     """
     entries = []
     unlisted = None
@@ -978,11 +983,26 @@ def _read_maildir(path):
         try:
             raw = _uncompressed(read_regular_file(os.path.join(path, sub, name)))
         except (OSError, EOFError, _CorruptData) as exc:
-            yield RawMail(b"", path, position, None, failure=f"{sub}/{name}: {_describe(exc)}")
+            yield RawMail(b"", path, position, None, failure=_describe(exc), name=f"{sub}/{name}")
             continue
-        yield RawMail(raw, path, position, None)
+        yield RawMail(raw, path, position, None, name=f"{sub}/{name}")
     if unlisted is not None:
         raise unlisted
+    subfolders = _maildir_subfolders(path)
+    if subfolders:
+        raise MailSourceError(path, f"not read: its Maildir++ subfolder{'s' if len(subfolders) > 1 else ''} "
+                                    f"{', '.join(subfolders)}, mail of {'their' if len(subfolders) > 1 else 'its'} "
+                                    f"own; to archive it, import it by its path ({os.path.join(path, subfolders[0])})")
+
+
+def _maildir_subfolders(path):
+    """Names of the Maildir++ subfolders of the Maildir ``path`` (``.2007``, ``.Sent``), in order."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return []
+    return sorted(name for name in names
+                  if name.startswith(".") and name not in (".", "..") and _is_maildir(os.path.join(path, name)))
 
 
 def _uncompressed(data):

@@ -331,11 +331,31 @@ def test_unreadable_maildir_entries_fail_and_the_rest_is_imported(tmp_path, conf
 
     assert result.returncode == 1
     assert "read 6, archived 4, duplicates 0, skipped 0, failed 2" in result.stdout
-    assert (f"failed: {maildir}, message 3: cur/1200000015.M9.host:2,S: No such file or directory"
+    assert (f"failed: {maildir}, message 3 (cur/1200000015.M9.host:2,S): No such file or directory"
             in result.stdout)
-    assert (f"failed: {maildir}, message 4: new/1200000016.M8.host: a directory, not a message file"
+    assert (f"failed: {maildir}, message 4 (new/1200000016.M8.host): a directory, not a message file"
             in result.stdout)
     assert info(config, LIST)["messages"] == 4
+
+
+def test_a_maildir_names_the_file_of_each_message_it_reports_and_its_subfolders(tmp_path, config):
+    """"message 3" of a folder is no file one can open: the summary names it; a Maildir++ subfolder
+    (.2007/) is mail of its own, which the import does not take along without a word."""
+    maildir = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp", ".2007/cur", ".2007/new"):
+        (maildir / sub).mkdir(parents=True)
+    for n, raw in enumerate(corpus(2)):
+        (maildir / "cur" / f"12000000{n}0.M{n}.host:2,S").write_bytes(raw)
+    (maildir / "new" / "notes.txt").write_bytes(b"just some text file")
+    (maildir / "new" / "quiet").write_bytes(b"X-No-Archive: yes\nMessage-ID: <q@example.org>\nSubject: q\n\nq\n")
+    (maildir / ".2007" / "cur" / "1100000000.M1.host:2,S").write_bytes(corpus(3)[2])
+
+    result = kittypyr("import", config, LIST, maildir, "--workers", "0")
+
+    assert f"failed: {maildir}, message 3 (new/notes.txt): not parseable" in result.stdout, result.stdout
+    assert "(message 4 (new/quiet))" in result.stdout, result.stdout
+    assert f"{maildir}/.2007" in result.stdout and "not read" in result.stdout, result.stdout
+    assert result.returncode == 1
 
 
 def test_import_says_which_policy_a_new_list_got_and_why(tmp_path, config):
@@ -690,7 +710,7 @@ def test_maildir_messages_compressed_as_dovecot_keeps_them_are_read(tmp_path, co
 
     assert result.returncode == 1
     assert "read 4, archived 3, duplicates 0, skipped 0, failed 1" in result.stdout
-    assert (f"failed: {maildir}, message 4: cur/1200000003.M4.host,S=1:2,SZ: compressed data ends early"
+    assert (f"failed: {maildir}, message 4 (cur/1200000003.M4.host,S=1:2,SZ): compressed data ends early"
             in result.stdout)
     assert info(config, LIST)["threads"] == 1
 

@@ -756,12 +756,12 @@ def test_unreadable_maildir_entries_are_failures_among_the_messages(tmp_path):
 
     mails = list(read_mail(path))
 
-    assert [(m.position, m.raw, m.failure) for m in mails] == [
-        (1, _message(1), ""),
-        (2, b"", "cur/1200000002.M2.host:2,S: No such file or directory"),
-        (3, b"", "new/1200000003.M3.host: a directory, not a message file"),
-        (4, b"", "new/1200000003.M5.host: not a regular file"),
-        (5, _message(4), ""),
+    assert [(m.position, m.name, m.raw, m.failure) for m in mails] == [
+        (1, "cur/1200000001.M1.host:2,S", _message(1), ""),
+        (2, "cur/1200000002.M2.host:2,S", b"", "No such file or directory"),
+        (3, "new/1200000003.M3.host", b"", "a directory, not a message file"),
+        (4, "new/1200000003.M5.host", b"", "not a regular file"),
+        (5, "new/1200000004.M4.host", _message(4), ""),
     ]
 
 

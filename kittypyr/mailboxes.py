@@ -768,7 +768,9 @@ def _judge_envelope(line, form, blank_before, follows):
     if blank_before:
         if form == _FULL:
             if follows == _TEXT:
-                return True, "a new message starts at an envelope line with no header after it"
+                # A message has a header: text right after the line is a
+                # body's own "From " line, which mboxo leaves unquoted.
+                return False, "an envelope line with text, not a header, after it, kept in the message"
             return True, None
         # Prose such as "From 10:30 to 11:00 in 2007." has a time and a year
         # too: only a header block after it makes this a separator.

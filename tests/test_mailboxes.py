@@ -797,3 +797,22 @@ def test_a_from_line_with_an_unusual_date_splits_only_before_headers(tmp_path):
         f"line 13 (byte {data.index(unusual)}): a new message starts at a 'From ' line whose date"
         " is not in a known form",
     )
+
+
+def test_an_envelope_line_in_a_body_with_text_after_it_stays_in_the_message(tmp_path):
+    """mboxo leaves a body's "From " line unquoted; followed by text, not a header, it starts no message:
+    a message has a header. Split there, the first was cut short and the rest failed as no mail."""
+    path = tmp_path / "log.mbox"
+    path.write_bytes(
+        b"From alice@example.org Mon Mar  3 10:00:00 2008\n"
+        b"From: alice@example.org\nSubject: A log\nMessage-ID: <log@example.org>\n\n"
+        b"Here is a log:\n\n"
+        b"From bob@example.org Tue Mar  4 11:00:00 2008\n"
+        b"it said this and that, and then it stopped.\n\n"
+        b"From carol@example.org Wed Mar  5 12:00:00 2008\n"
+        b"From: carol@example.org\nSubject: Next\nMessage-ID: <next@example.org>\n\nThe next one.\n")
+    mails = list(read_mail(path))
+    assert [mail.failure for mail in mails] == ["", ""]
+    assert b"it said this and that" in mails[0].raw
+    assert any("kept in the message" in doubt for doubt in mails[0].doubts)
+    assert b"The next one." in mails[1].raw

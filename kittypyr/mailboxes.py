@@ -343,6 +343,7 @@ class _Decompressing:
         self._error = None
         self._eof = False
         self._member_output = 0  # bytes the current member has given so far (checked, for bzip2)
+        self._members_done = 0
         self.damage_after_end = None
 
     def __enter__(self):
@@ -380,6 +381,7 @@ class _Decompressing:
                 if decompressor.eof:
                     self._pending = decompressor.unused_data
                     self._decompressor = None
+                    self._members_done += 1
                 else:
                     self._pending = b""
                 if data:
@@ -392,7 +394,8 @@ class _Decompressing:
                     self._unchecked = []
         except (EOFError, _CorruptData) as exc:
             self._unchecked = []
-            if self._member_output == 0:
+            # Damage in the first member is damage, whatever it gave.
+            if self._member_output == 0 and self._members_done:
                 self.damage_after_end = exc
                 self._eof = True
                 return b"".join(parts)

@@ -816,3 +816,20 @@ def test_an_envelope_line_in_a_body_with_text_after_it_stays_in_the_message(tmp_
     assert b"it said this and that" in mails[0].raw
     assert any("kept in the message" in doubt for doubt in mails[0].doubts)
     assert b"The next one." in mails[1].raw
+
+
+@pytest.mark.parametrize("suffix", sorted(_COMPRESSORS))
+def test_a_file_truncated_in_its_first_block_says_so(tmp_path, suffix):
+    """One bzip2 block (or xz stream) cut short: nothing of it could be read, which is no
+    'new compressed member' after whole ones, nor 'all read'."""
+    messages = [_message(n) for n in range(1, 301)]
+    compressed = _COMPRESSORS[suffix](_mbox(*messages))
+    path = _write(tmp_path, f"cut.mbox.{suffix}", compressed[: len(compressed) * 3 // 4])
+
+    got = []
+    with pytest.raises(MailSourceError) as caught:
+        for mail in read_mail(path):
+            got.append(mail)
+    assert "compressed data ends early" in str(caught.value)
+    assert "new compressed member" not in str(caught.value) and "all read" not in str(caught.value)
+    assert "after 0 complete messages" in str(caught.value) or got

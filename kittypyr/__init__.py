@@ -54,6 +54,29 @@ def storage_unwritable(error):
     return f"the storage could not be written ({error.strerror or error}{where})"
 
 
+def _is_storage_server_uri(uri):
+    return uri.split(":", 1)[0].lower() in ("zeo", "postgres", "postgresql", "mysql", "oracle", "sqlite3")
+
+
+def _server_named(uri):
+    """``scheme://host:port`` of a storage URI: never its credentials."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    try:
+        where = parts.hostname or ""
+        if parts.port:
+            where += f":{parts.port}"
+    except ValueError:
+        where = "?"
+    return f"{parts.scheme}://{where}"
+
+
+def _one_line(exc):
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
 class StorageUnopened(SystemExit):
     """The embedded storage cannot be opened: the server exits saying why and what to do."""
 
@@ -91,9 +114,21 @@ def main(global_config, **settings):
         except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
             # An embedded storage whose folder is missing or not this user's.
             folder = os.path.dirname(exc.filename or "") or "its folder"
+            if isinstance(exc, PermissionError) or os.path.isdir(folder):
+                advice = f"run as the user that owns {folder}, give that user the right to write there,"
+            else:
+                advice = f"create its folder (mkdir -p {folder}), run as the user that owns it,"
             raise StorageUnopened(
-                f"kittypyr: cannot open the storage in zodbconn.uri ({exc.strerror}: {exc.filename}): create "
-                f"its folder (mkdir -p {folder}), run as the user that owns it, or correct zodbconn.uri.") from None
+                f"kittypyr: cannot open the storage in zodbconn.uri ({exc.strerror}: {exc.filename}): "
+                f"{advice} or correct zodbconn.uri.") from None
+        except Exception as exc:
+            if not _is_storage_server_uri(settings.get("zodbconn.uri", "")):
+                raise
+            # A ZEO or PostgreSQL server that is down, or a URI it refuses.
+            raise StorageUnopened(
+                f"kittypyr: cannot open the storage in zodbconn.uri ({_server_named(settings['zodbconn.uri'])}): "
+                f"{_one_line(exc)}. Check that its server runs and that the URI's host, port, database and "
+                "credentials are right (README: 'Storage: one process or many').") from None
         for part in PARTS:
             config.include(part)
         for extension in extensions:

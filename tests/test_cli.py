@@ -819,3 +819,23 @@ def test_reindex_indexes_again_the_mail_archived_before_cjk_words_were_split(tmp
         assert found(application, "kernel")[0] == [35]
     finally:
         application.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("uri", [
+    "zeo://127.0.0.1:{port}?storage=1&wait_timeout=1&blob_dir={folder}/blob-cache&shared_blob_dir=false",
+    "postgres://kittypyr:secret-word@127.0.0.1:{port}/kittypyr?blob_dir={folder}/blob-cache&shared_blob_dir=false",
+    "postgres://x",
+])
+def test_a_storage_server_that_cannot_be_reached_is_one_line_not_a_traceback(tmp_path, uri):
+    """The README's ZEO and PostgreSQL URIs with no server behind them: what to check, no traceback,
+    and no password printed."""
+    from tests.functional import free_port
+
+    config = write_config(tmp_path, uri=uri.format(port=free_port(), folder=tmp_path))
+    result = kittypyr("info", config)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    assert "cannot open the storage" in result.stderr and "server" in result.stderr, result.stderr
+    assert "secret-word" not in result.stderr
+    # The storage library may log its own line first; the last says what to do.
+    assert "cannot open the storage" in result.stderr.strip().splitlines()[-1], result.stderr

@@ -469,12 +469,39 @@ def main(argv=None):
     serving, kittypyr.SERVING = kittypyr.SERVING, False
     try:
         return _run(argv)
+    except BrokenPipeError:
+        # The reader of the output went away (``kittypyr info … | head``):
+        # nothing is wrong. What is still buffered goes nowhere, quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     finally:
         kittypyr.SERVING = serving
 
 
+class _NotTheCtrlC(logging.Filter):
+    """Drops a record of an exception that is Ctrl-C: the command says it was interrupted, in one line."""
+
+    def filter(self, record):
+        return not (record.exc_info and record.exc_info[0] is not None
+                    and issubclass(record.exc_info[0], KeyboardInterrupt))
+
+
+# ZODB logs what it was doing when an exception went through it (a pack, a
+# record's load), Ctrl-C too, with its traceback.
+_LOGGING_CTRL_C = ("ZODB.DB", "ZODB.Connection", "ZODB.FileStorage", "ZODB.FileStorage.fspack")
+
+
+def _quiet_about_ctrl_c():
+    for name in _LOGGING_CTRL_C:
+        logger = logging.getLogger(name)
+        if not any(isinstance(existing, _NotTheCtrlC) for existing in logger.filters):
+            logger.addFilter(_NotTheCtrlC())
+
+
 def _run(argv):
     args = build_parser().parse_args(argv)
+    _quiet_about_ctrl_c()
     _print_file_names_as_they_are()
     problem = config_problem(args.config)
     if problem is None and getattr(args, "opens_storage", True):

@@ -839,3 +839,42 @@ def test_a_storage_server_that_cannot_be_reached_is_one_line_not_a_traceback(tmp
     assert "secret-word" not in result.stderr
     # The storage library may log its own line first; the last says what to do.
     assert "cannot open the storage" in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_output_cut_short_by_its_reader_is_no_traceback(tmp_path, config):
+    """``kittypyr info … | head``: the reader goes away; nothing went wrong for the archive."""
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(3)))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    # The reading end closed before anything is written: as certain as a reader gone.
+    process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "info", str(config), "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()
+    _, errors = process.communicate(timeout=120)
+    assert b"Traceback" not in errors and b"BrokenPipe" not in errors, errors.decode()
+
+
+def test_ctrl_c_in_the_middle_of_a_load_or_a_pack_is_not_logged_with_its_traceback(capsys):
+    """ZODB logs the exception that went through a pack or a record's load; Ctrl-C is told in one line."""
+    import logging
+
+    from kittypyr import cli
+
+    cli._quiet_about_ctrl_c()
+    handler = logging.StreamHandler()
+    logging.getLogger().addHandler(handler)
+    try:
+        for name in ("ZODB.DB", "ZODB.Connection"):
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                logging.getLogger(name).exception("packing")
+        try:
+            raise ValueError("a real failure")
+        except ValueError:
+            logging.getLogger("ZODB.DB").exception("packing")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    errors = capsys.readouterr().err
+    assert "KeyboardInterrupt" not in errors
+    assert "a real failure" in errors

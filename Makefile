@@ -44,6 +44,7 @@ install-test: $(TEST_STAMP)
 # pkg_resources is deprecated, before kittypyr can say not to.
 serve: install
 	mkdir -p var/blobs
+	@$(BIN)/python -m kittypyr.listen_check $(CONFIG)
 	PYTHONWARNINGS="ignore:pkg_resources is deprecated:UserWarning" $(BIN)/pserve $(CONFIG)
 
 test: install-test /usr/bin/chromium /usr/sbin/nginx postgresql mailman-venv hyperkitty-venv

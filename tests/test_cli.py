@@ -878,3 +878,22 @@ def test_ctrl_c_in_the_middle_of_a_load_or_a_pack_is_not_logged_with_its_traceba
     errors = capsys.readouterr().err
     assert "KeyboardInterrupt" not in errors
     assert "a real failure" in errors
+
+
+def test_make_serve_says_when_its_port_is_taken(tmp_path):
+    """Another program on the port: one line naming it and what to change, not pserve's traceback."""
+    import socket
+
+    from tests.functional import free_port
+
+    port = free_port()
+    config = write_config(tmp_path, port=port)
+    check = [str(VENV_BIN / "python"), "-m", "kittypyr.listen_check", str(config)]
+    assert subprocess.run(check, capture_output=True, timeout=60).returncode == 0
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        result = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port}" in result.stderr and "in use by another program" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -109,6 +109,21 @@ def test_the_private_list_is_for_the_administrator(suite):
     assert anonymous.get(path).status_code == 403
 
 
+def test_a_second_suite_on_the_same_folder_leaves_the_running_one_alone(suite):
+    """It says a suite runs there and touches nothing: it once rewrote the running one's configuration,
+    removed its suite.json and stopped its archiving."""
+    folder, process, lines, banner = suite
+    before = {path: path.read_bytes() for path in folder.rglob("*.cfg")} | {folder / "suite.json": (
+        folder / "suite.json").read_bytes()}
+    second = subprocess.run([sys.executable, "-m", "kittypyr.suite.run", "--folder", str(folder)],
+                            capture_output=True, text=True, timeout=120)
+    assert second.returncode == 1
+    assert "already running" in second.stderr and "Traceback" not in second.stderr, second.stderr
+    assert {path: path.read_bytes() for path in before} == before
+    assert process.poll() is None
+    assert post(folder).returncode == 0
+
+
 def test_ctrl_c_stops_everything(suite):
     folder, process, lines, banner = suite
     master = int((folder / "core" / "var" / "master.pid").read_text())

@@ -15,6 +15,8 @@ import sys
 import threading
 from pathlib import Path
 
+from zc.lockfile import LockError, LockFile
+
 from kittypyr.suite.mailman_core import MailmanError, free_port, port_accepts
 from kittypyr.suite.stack import MailmanStack
 
@@ -94,6 +96,22 @@ def main(argv=None):
                         help="the MTA's port (default 8025, or a free one)")
     args = parser.parse_args(argv)
     folder = Path(args.folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        # Held until this process ends: a second suite on the folder would
+        # rewrite the running one's configuration and stop its archiving.
+        running = LockFile(str(folder / "suite.lock"))
+    except LockError:
+        print(f"a suite is already running in {folder}: stop it with Ctrl-C in its terminal, or run another "
+              "in a folder of its own (make suite SUITE_DIR=var/suite2)", file=sys.stderr)
+        return 1
+    try:
+        return _run(folder, args)
+    finally:
+        running.close()
+
+
+def _run(folder, args):
     demo = load_secrets(folder)
     stack = DemoStack(folder, demo["archiver_key"], demo["secret"], admins=[ADMIN],
                       archive_port=pick_port(args.port), smtp_port=pick_port(args.smtp_port),

@@ -555,7 +555,12 @@ def test_attaching_needs_a_message_of_another_thread_of_the_list(site, mailman):
 
 def test_splitting_a_thread(site, mailman):
     app = browser(site, OWNER)
-    confirm = app.get(app.get(THREAD).html.select_one(f"#m-{h(1)} .moderation a.split")["href"])
+    thread = app.get(THREAD).html
+    # Its first message starts it already: no link that could only lead to a refusal.
+    assert thread.select_one(f"#m-{h(0)} .moderation a.delete") is not None
+    assert thread.select_one(f"#m-{h(0)} .moderation a.split") is None
+    assert app.get(message_url(0)).html.select_one(".moderation a.split") is None
+    confirm = app.get(thread.select_one(f"#m-{h(1)} .moderation a.split")["href"])
     assert [a["href"] for a in confirm.html.select("ol.affected a")] == [
         f"http://localhost{message_url(n)}" for n in (1, 2, 3)]
     done = confirm.forms["moderate-form"].submit(status=303)

@@ -12,6 +12,7 @@ from pyramid.view import view_config, view_defaults
 
 from kittypyr.htmlview import html_parts
 from kittypyr.mail import decode_bytes, is_utf8, known_charset
+from kittypyr.moderation import split_refusal
 from kittypyr.originals import recipients
 from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
@@ -131,6 +132,16 @@ def message_entry(message, depth=0, **options):
     }
 
 
+def _moderating(request, context, entries):
+    """Whether the reader moderates ``context``; for a moderator, each entry says whether its thread can be
+    split there (never at a thread's only first message: the link would lead to a refusal)."""
+    moderator = bool(request.has_permission("moderate", context))
+    if moderator:
+        for entry in entries:
+            entry["splittable"] = split_refusal(entry["message"]) is None
+    return moderator
+
+
 @view_defaults(context=Thread)
 class ThreadViews:
     def __init__(self, context, request):
@@ -175,7 +186,7 @@ class ThreadViews:
             "older": older,
             "newer": newer,
             "started": format_date(thread.date_started),
-            "moderator": bool(self.request.has_permission("moderate", thread)),
+            "moderator": _moderating(self.request, thread, entries),
             "community": community,
         }
 
@@ -243,7 +254,7 @@ class MessageViews:
             "older": older,
             "newer": newer,
             "outline": outline,
-            "moderator": bool(self.request.has_permission("moderate", message)),
+            "moderator": _moderating(self.request, message, [entry]),
         }
 
     @view_config(name="diff")

@@ -171,6 +171,15 @@ def create_account(registry, address, display_name, password):
     _ask(client.create_user, address, password, display_name, answers={400: AccountExists(address)})
 
 
+def remove_unconfirmed_account(registry, address):
+    """Delete the account of ``address`` while its address is not verified (a sign-up whose mail failed)."""
+    client = _client_or_raise(registry)
+    found = _ask(client.get_address, address, answers={404: _ANSWERED})
+    if found is _ANSWERED or found.verified:
+        return
+    _ask(lambda: client.get_user(address).delete(), answers={404: _ANSWERED})
+
+
 def verify_address(registry, address):
     """Mark ``address`` as verified in Mailman: it has proved it receives mail."""
     client = _client_or_raise(registry)

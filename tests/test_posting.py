@@ -349,3 +349,37 @@ def test_without_a_mail_server_no_page_offers_what_would_send_mail(tmp_path, mai
         assert "kittypyr.smtp_host" in TestApp(app).get("/signup", status=404).text
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_sign_up_whose_mail_cannot_be_sent_leaves_no_account_behind(site, mailman, smtp, monkeypatch):
+    """No mail server: the account made for the sign-up is taken back, so that signing up again works
+    once mail goes out (it was left unconfirmed: signing up again said it existed, logging in that it was
+    not confirmed, and nothing sent the mail again)."""
+    from kittypyr.views import accounts as account_views
+    from tests.functional import free_port
+
+    accounts = set()
+
+    def create(registry, address, name, password):
+        if address in accounts:
+            raise account_views.AccountExists(address)
+        accounts.add(address)
+
+    monkeypatch.setattr(account_views, "create_account", create)
+    monkeypatch.setattr(account_views, "remove_unconfirmed_account",
+                        lambda registry, address: accounts.discard(address))
+    site.registry.settings["kittypyr.smtp_port"] = str(free_port())  # nobody listens there
+    app = TestApp(site)
+
+    def sign_up(status):
+        form = app.get("/signup").forms["signup-form"]
+        form["address"] = "someone@example.org"
+        form["password"] = form["password_again"] = "a long password"
+        return form.submit(status=status)
+
+    page = sign_up(503)
+    assert "could not be sent" in page.text and "no account was made" in page.text
+    assert accounts == set()
+    site.registry.settings["kittypyr.smtp_port"] = str(smtp.port)
+    assert "We sent a mail to" in sign_up(200).text
+    assert accounts == {"someone@example.org"}

@@ -20,6 +20,7 @@ from kittypyr.mailman import (
     base_url,
     check_login,
     create_account,
+    remove_unconfirmed_account,
     verify_address,
 )
 from kittypyr.resources import Archive, MailingList
@@ -205,9 +206,16 @@ def signup(context, request):
         mailer.send(request.registry, message)
     except mailer.MailNotSent as exc:
         log.error("confirmation mail to %s not sent: %s", values["address"], exc)
+        # Left unconfirmed, the account could neither be signed up for again
+        # nor logged in to, and nothing would send its mail again.
+        try:
+            remove_unconfirmed_account(request.registry, values["address"])
+        except MailmanUnavailable as removal:
+            log.error("the unconfirmed account of %s stays: %s", values["address"], removal)
+            return _signup_form(request, values, (
+                "The confirmation mail could not be sent. Please ask the site's administrators."), 503)
         return _signup_form(request, values, (
-            "Your account was created, but the confirmation mail could not be sent. "
-            "Please try again later."), 503)
+            "The confirmation mail could not be sent, so no account was made. Please try again later."), 503)
     request.environ[SIGNED_UP_KEY] = values["address"]
     result = _signup_form(request)
     result["sent_to"] = values["address"]

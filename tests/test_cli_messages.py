@@ -259,6 +259,17 @@ def test_import_hyperkitty_given_a_folder_or_nothing_says_what_to_give(tmp_path,
         assert "give HyperKitty's SQLite file (such as mailman3web.db) or a postgresql:// URL" in result.stderr
 
 
+def test_import_hyperkitty_of_a_database_it_cannot_read_says_so_without_the_password(tmp_path, config):
+    from tests.functional import free_port
+
+    mysql = kittypyr("import-hyperkitty", config, "mysql://web:secret-word@127.0.0.1/mailman3web")
+    assert mysql.returncode == 2 and "MySQL" in mysql.stderr and "no such file" not in mysql.stderr, mysql.stderr
+    assert "secret-word" not in mysql.stderr
+    closed = kittypyr("import-hyperkitty", config, f"postgresql://web:secret-word@127.0.0.1:{free_port()}/mailman3web")
+    assert closed.returncode == 2 and "cannot open" in closed.stderr, closed.stderr
+    assert "secret-word" not in closed.stderr and "Traceback" not in closed.stderr
+
+
 class PressesCtrlCWhileCommitting:
     """A transaction's resource whose commit is interrupted half-way, as Ctrl-C can interrupt any."""
 

@@ -14,6 +14,13 @@ class UnreadableDatabase(ValueError):
     """The URL names no HyperKitty database this machine can open."""
 
 
+def _without_password(parsed):
+    """A database URL as it may be printed: its password left out."""
+    if parsed.password is None:
+        return parsed.geturl()
+    return parsed._replace(netloc=parsed.netloc.replace(f":{parsed.password}@", ":…@", 1)).geturl()
+
+
 def open_database(url):
     """A DB-API connection to the HyperKitty database ``url``.
 
@@ -30,9 +37,15 @@ def open_database(url):
         try:
             connection = psycopg2.connect(url)
         except psycopg2.Error as exc:
-            raise UnreadableDatabase(f"cannot open {url}: {exc}".strip()) from exc
+            error = " ".join(str(exc).split())
+            raise UnreadableDatabase(f"cannot open {_without_password(parsed)}: {error}".strip()) from exc
         connection.set_session(readonly=True)
         return connection
+    if parsed.scheme not in ("", "sqlite", "file") and "://" in url:
+        raise UnreadableDatabase(
+            f"{_without_password(parsed)}: kittypyr reads HyperKitty's SQLite file or its PostgreSQL database, "
+            f"not {'MySQL' if parsed.scheme.startswith('mysql') else parsed.scheme}: export each list from "
+            "HyperKitty as an mbox (its list page's download) and import those with kittypyr import")
     path = Path(parsed.path if parsed.scheme == "sqlite" else url)
     what_to_give = "give HyperKitty's SQLite file (such as mailman3web.db) or a postgresql:// URL"
     if path.is_dir():

@@ -147,3 +147,26 @@ def test_presence_is_asked_again_after_a_minute_and_its_return_logged(caplog):
         assert presence.available(Registry) is True
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
         "Mailman core at http://127.0.0.1:9 does not answer", "Mailman core at http://127.0.0.1:9 answers again"]
+
+
+def test_orders_by_votes_and_tags_are_offered_only_where_there_are_some(alone, tmp_path):
+    """Nobody can vote or tag without Mailman: "by popularity" and "by tag" lead somewhere only where the
+    archive has votes or tags of its own (brought from HyperKitty)."""
+    def offered(browser):
+        overview = [a.text for a in browser.get(f"/list/{LIST}/").html.select("nav.thread-lists a")]
+        orders = [a.text for a in browser.get(f"/list/{LIST}/threads").html.select("nav.sort a, nav.sort strong")]
+        return overview, orders
+
+    overview, orders = offered(alone)  # votes were cast, no tag
+    assert "by popularity" in overview and "by tag" not in overview
+    assert "popularity (votes)" in orders
+    (tmp_path / "bare").mkdir()
+    bare = make_app(tmp_path / "bare")
+    try:
+        with prepare(registry=bare.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], LIST), make_message(message_id="<b0@example.org>"))
+            transaction.commit()
+        overview, orders = offered(TestApp(bare))
+        assert overview == ["by activity"] and orders == ["latest activity"]
+    finally:
+        bare.registry._zodb_databases[""].close()

@@ -339,7 +339,10 @@ def list_threads(context, request):
     marks = thread_marks(request, threads)
     set_validators(request, None, "threads", context.address, sort, page.number, total,
                    marks_fingerprint(marks))
-    return {"mailing_list": context, "threads": threads, "page": page, "sort": sort, "sorts": SORTS,
+    # Without Mailman nobody votes: the order by votes is offered where there are some.
+    voted = request.mailman_available or sort == "popularity" or votes.thread_scores(context)
+    sorts = SORTS if voted else ("activity",)
+    return {"mailing_list": context, "threads": threads, "page": page, "sort": sort, "sorts": sorts,
             "marks": marks}
 
 

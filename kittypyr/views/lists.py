@@ -88,6 +88,10 @@ def list_overview(context, request):
         "busiest_threads": busiest[:10],
         "popular_threads": popular,
         "tags": tags[:30],
+        # Without Mailman nobody votes or tags: an order by them leads somewhere
+        # only where the archive has some (brought from HyperKitty).
+        "popularity_offered": request.mailman_available or bool(popular),
+        "tags_offered": request.mailman_available or bool(tags),
         "marks": marks,
         "largest_threads": largest,
         "window": window,

@@ -141,17 +141,20 @@ def prepare_list(archive, registry, list_address, policy=None):
     private while the answer is unknown; ``policy`` (from ``--policy``) says
     it instead, for a new list or an existing one.
     """
-    from kittypyr.mailman import create_list_with_policy
+    from kittypyr.mailman import create_list_with_policy, mailman_is_configured
 
+    # A private list's readers log in through Mailman: on a stand-alone archive, nobody.
+    unread = ("; nobody can read it until Mailman core is configured (kittypyr.mailman_url)"
+              if policy == "private" and not mailman_is_configured(registry) else "")
     mailing_list = archive.lists.get(list_address)
     if mailing_list is None:
         mailing_list, reason, _ = create_list_with_policy(archive, registry, list_address, policy)
-        return f"new list {list_address}: {mailing_list.archive_policy}, {reason}"
+        return f"new list {list_address}: {mailing_list.archive_policy}, {reason}{unread}"
     if policy is not None and policy != mailing_list.archive_policy:
         mailing_list.archive_policy = policy
         mailing_list.policy_known = True
         mailing_list.policy_reason = "as given by --policy"
-        return f"list {list_address}: now {policy}, as given by --policy"
+        return f"list {list_address}: now {policy}, as given by --policy{unread}"
     return f"list {list_address}: {mailing_list.archive_policy}" + (
         f", {mailing_list.policy_reason}" if mailing_list.policy_reason else "")
 

@@ -334,3 +334,25 @@ def test_mail_for_a_list_mailman_does_not_have_is_400_and_makes_no_list(stack):
                            headers={"Authorization": f"Token {ARCHIVER_KEY}"}, timeout=30)
     assert answer.status_code == 400 and "no list" in answer.json()["error"]
     assert stack.archive.get(f"list/nosuch@{DOMAIN}/")[0] == 404
+
+
+def test_an_unconfirmed_account_is_taken_back_and_a_confirmed_one_never(stack):
+    """What a sign-up whose mail failed asks of the real Mailman core: the account it made goes, so that
+    signing up again works; an account whose address is verified is never removed this way."""
+    from types import SimpleNamespace
+
+    from kittypyr.mailman import create_account, remove_unconfirmed_account
+
+    registry = SimpleNamespace(settings={"kittypyr.mailman_url": stack.core.rest_url,
+                                         "kittypyr.mailman_user": stack.core.rest_user,
+                                         "kittypyr.mailman_password": stack.core.rest_password})
+    client = stack.core.client()
+    create_account(registry, "unsent@example.org", "Unsent", "a long password")
+    assert not client.get_address("unsent@example.org").verified
+    remove_unconfirmed_account(registry, "unsent@example.org")
+    with pytest.raises(Exception):
+        client.get_user("unsent@example.org")
+    create_account(registry, "unsent@example.org", "Unsent", "a long password")  # again, as a new sign-up
+    remove_unconfirmed_account(registry, "nobody-at-all@example.org")  # nothing to take back
+    remove_unconfirmed_account(registry, MEMBER)  # verified: stays
+    assert client.get_user(MEMBER).addresses

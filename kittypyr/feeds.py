@@ -387,9 +387,9 @@ def feed_links(request):
                 query.append(("mlist", mlist))
             url = request.resource_url(context, "search.atom", query=query)
             # A feed reader sends no cookie: a search of private lists carries the reader's key.
-            private = [mailing_list for mailing_list in request.visible_lists if not mailing_list.is_public
-                       and (mlist is None or mailing_list.address == mlist.lower())]
-            return [("Feed of these results (Atom)", _keyed(request, private[0], url) if private else url)]
+            private = next((mailing_list for mailing_list in request.visible_lists if not mailing_list.is_public
+                            and (mlist is None or mailing_list.address == mlist.lower())), None)
+            return [("Feed of these results (Atom)", url if private is None else _keyed(request, private, url))]
         return []
     if not isinstance(context, (MailingList, Month, Thread, Message)):
         return []

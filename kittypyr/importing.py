@@ -172,18 +172,20 @@ class Parsed:
 
 def parse_raw(raw_mail):
     """Parse one ``RawMail``; never raises."""
+    def parsed(**outcome):
+        return Parsed(raw_mail.source, raw_mail.position, name=raw_mail.name, **outcome)
+
     if raw_mail.failure:
-        return Parsed(raw_mail.source, raw_mail.position, failure=raw_mail.failure, name=raw_mail.name)
+        return parsed(failure=raw_mail.failure)
     try:
         mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
         _prepare_for_storing(mail)
-        return Parsed(raw_mail.source, raw_mail.position, mail, envelope_date=raw_mail.envelope_date,
-                      name=raw_mail.name)
+        return parsed(mail=mail, envelope_date=raw_mail.envelope_date)
     except UnparseableMessage as exc:
-        return Parsed(raw_mail.source, raw_mail.position, failure=f"not parseable: {exc}", name=raw_mail.name)
+        return parsed(failure=f"not parseable: {exc}")
     except Exception as exc:  # a bug must cost one message, not the import
         log.exception("parsing %s message %s", raw_mail.source, raw_mail.position)
-        return Parsed(raw_mail.source, raw_mail.position, failure=f"parser error: {exc!r}", name=raw_mail.name)
+        return parsed(failure=f"parser error: {exc!r}")
 
 
 def _prepare_for_storing(mail):
@@ -545,12 +547,14 @@ class Importer:
                 if outcome == ARCHIVED:
                     file_report.archived += 1
                     _count_repairs(file_report, parsed.mail)
-                elif outcome == DUPLICATE:
+                    continue
+                if outcome == DUPLICATE:
                     file_report.duplicates += 1
-                elif outcome == SKIPPED:
-                    file_report.skipped[reason] += 1
-                    file_report.skipped_at.setdefault(reason, []).append(parsed.position)
-            if parsed.name and (index in broken or parsed.failure or outcomes[index][0] == SKIPPED):
+                    continue
+                file_report.skipped[reason] += 1
+                file_report.skipped_at.setdefault(reason, []).append(parsed.position)
+            # Named in the summary: by its own file too, where it has one.
+            if parsed.name:
                 file_report.names[parsed.position] = parsed.name
         if self.progress is not None:
             self.progress.update(len(batch))

@@ -331,7 +331,8 @@ def parse_search(query, limits=DEFAULT_LIMITS):
             _tell(parsed, "“OR” joins words and phrases, or two of one field (from:a OR from:b); "
                           f"between “{_shown_kind(pending_or)}” and “{_shown_kind(kind, negative)}” "
                           "it was read as AND: both are required.")
-        if joins_or and kind in _OR_FIELDS + ("words",) and len(_or_groups(parsed, kind)[-1]) >= limits.max_or_branches:
+        groups = _or_groups(parsed, kind) if joins_or else None
+        if groups and len(groups[-1]) >= limits.max_or_branches:
             # A long OR is cut, not the words after it: they still narrow.
             _tell(parsed, f"Only the first {limits.max_or_branches} alternatives of an OR were searched.")
             pending_or = None
@@ -357,10 +358,8 @@ def parse_search(query, limits=DEFAULT_LIMITS):
                 continue
             if negative:
                 parsed.excluded.append(term)
-            elif joins_or:
-                parsed.groups[-1].append(term)
             else:
-                parsed.groups.append([term])
+                _add_condition(parsed.groups, term, joins_or)
             previous = None if negative else "words"
             if bare_id:
                 pasted = (value[1:-1], term)
@@ -402,8 +401,8 @@ _OR_FIELDS = ("from", "subject", "tag")
 
 
 def _or_groups(parsed, kind):
-    """The groups of alternatives an OR of ``kind`` ("words" or a field of _OR_FIELDS) joins."""
-    return {"words": parsed.groups, "from": parsed.senders, "subject": parsed.subject, "tag": parsed.tags}[kind]
+    """The groups of alternatives an OR of ``kind`` ("words" or a field of _OR_FIELDS) joins; None for others."""
+    return {"words": parsed.groups, "from": parsed.senders, "subject": parsed.subject, "tag": parsed.tags}.get(kind)
 
 
 def _shown_kind(kind, negative=False):

@@ -28,10 +28,10 @@ import re
 from collections import Counter
 
 from kittypyr.events import ObjectModified, notify
-from kittypyr.stats import activity_of
 from kittypyr.mailboxes import read_regular_file
 from kittypyr.pipermail.mapping import pipermail_archive
 from kittypyr.pipermail.pages import scrubbed_links
+from kittypyr.stats import activity_of
 from kittypyr.resources.message import Attachment
 
 __all__ = ["FIRST_INDEX", "ScrubbedFiles"]

@@ -505,7 +505,7 @@ class FullTextIndex(OkapiIndex):
 
     def word_scores(self, wid, zones=0):
         """``Scored`` of the documents holding word ``wid`` (in one of ``zones``, if given)."""
-        postings = self._wordinfo.get(wid)
+        postings = self.postings_of(wid)
         if postings is None:
             return EMPTY
         pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
@@ -593,7 +593,7 @@ class FullTextIndex(OkapiIndex):
         (``_allowed_share``), times their number; when it is at most
         ``exact_up_to`` every posting is tested and the matches counted.
         """
-        postings = self._wordinfo.get(wid)
+        postings = self.postings_of(wid)
         if postings is None:
             return EMPTY, 0, True
         ranked = getattr(postings, "ranked_chunks", None)
@@ -675,7 +675,7 @@ class FullTextIndex(OkapiIndex):
         all of them. When that estimate is at most ``exact_up_to`` the
         matches are counted: every posting is looked up.
         """
-        postings = self._wordinfo.get(wid)
+        postings = self.postings_of(wid)
         if postings is None:
             return EMPTY, 0, True
         documents, mean_length = self._statistics()
@@ -772,7 +772,7 @@ class FullTextIndex(OkapiIndex):
         until the ``count``-th best score so far beats every chunk left.
         ``total`` is how many documents match, from the word's postings.
         """
-        postings = self._wordinfo.get(wid)
+        postings = self.postings_of(wid)
         ranked = getattr(postings, "ranked_chunks", None)
         ranked = ranked() if ranked is not None else None
         if ranked is None:

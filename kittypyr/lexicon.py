@@ -287,10 +287,22 @@ class Lexicon(_ZopeLexicon):
 # pairs: bytes inside the word's bucket up to INLINE_MAX documents (a bucket
 # that every batch rewrites anyway), then a ``Postings`` record whose full
 # chunks are records of their own, so that a batch rewrites only the tail.
+#
+# Even the tail was too much at scale: an archive ten times larger has eight
+# times more words past INLINE_MAX, and each batch loaded and rewrote the
+# record of nearly every one it met (a kilobyte each, half a chunk), most of
+# them for a posting or two. A large word's newest postings therefore wait
+# in the index's ``_recent`` tree, many words to a bucket, and join the
+# word's record RECENT_MAX at a time (see ``OkapiIndex.postings_of`` for
+# how readers see both).
 
 _PAIR = struct.Struct("<ii")
 _LITTLE_ENDIAN = sys.byteorder == "little"
 INLINE_MAX = 64
+# A recent posting: docid, value and the day (``_add_new_document``), NO_DAY when unknown.
+_RECENT = struct.Struct("<iii")
+NO_DAY = -(1 << 31)
+RECENT_MAX = 16
 
 
 def _ints(data):
@@ -334,6 +346,70 @@ def _replaced(data, docid, frequency):
 def _pairs_of(data):
     values = _ints(data)
     return list(zip(values[0::2], values[1::2]))
+
+
+def _recent_pairs(data):
+    """Packed recent postings (docid, value, day) as packed pairs."""
+    values = _ints(data)
+    pairs = array.array("i", bytes(len(values) // 3 * 2 * 4))
+    pairs[0::2] = values[0::3]
+    pairs[1::2] = values[1::3]
+    return _packed(pairs)
+
+
+def _recent_without(data, docid):
+    """Packed recent postings without ``docid``'s, or None if it has none."""
+    values = _ints(data)
+    try:
+        at = values[0::3].index(docid)
+    except ValueError:
+        return None
+    del values[3 * at:3 * at + 3]
+    return _packed(values)
+
+
+def _recent_replaced(data, docid, value):
+    values = _ints(data)
+    try:
+        at = values[0::3].index(docid)
+    except ValueError:
+        return None
+    values[3 * at + 1] = value
+    return _packed(values)
+
+
+class WithRecent:
+    """A large word's postings as readers see them: its record's, then its recent ones.
+
+    Not stored: made by ``OkapiIndex.postings_of`` for a word that has
+    postings waiting in the index's ``_recent`` tree. Whatever it does not
+    answer itself (``ranked_chunks``...) is the record's.
+    """
+
+    __slots__ = ("record", "recent")
+
+    def __init__(self, record, recent):
+        self.record = record
+        self.recent = recent  # packed pairs
+
+    def __getattr__(self, name):
+        return getattr(self.record, name)
+
+    @property
+    def _tail(self):
+        return bytes(self.record._tail) + self.recent
+
+    def __len__(self):
+        return len(self.record) + len(self.recent) // _PAIR.size
+
+    def packed(self):
+        return self.record.packed() + self.recent
+
+    def pairs(self):
+        return self.record.pairs() + _pairs_of(self.recent)
+
+    def packed_within(self, first, end):
+        return self.record.packed_within(first, end) + self.recent
 
 
 class PostingsChunk(Persistent):
@@ -494,12 +570,42 @@ class OkapiIndex(_ZopeOkapiIndex):
 
     # What a word's postings grow into past INLINE_MAX documents.
     postings_class = Postings
+    # wid -> the recent postings of a large word, packed _RECENT; made at
+    # the first such posting in an index from before it.
+    _recent = None
 
     def clear(self):
         super().clear()
         # Two messages archived at once append to the postings of the words
         # they share: this tree merges such appends (kittypyr.merging).
         self._wordinfo = AppendedBytes()
+        self._recent = AppendedBytes()
+
+    def postings_of(self, wid):
+        """The postings of word ``wid`` as a reader needs them, None if it has none.
+
+        Packed pairs (bytes) for a word in at most INLINE_MAX documents; its
+        record for a larger one, or a ``WithRecent`` when postings wait.
+        """
+        postings = self._wordinfo.get(wid)
+        if postings is None or type(postings) is bytes or self._recent is None:
+            return postings
+        recent = self._recent.get(wid)
+        return postings if recent is None else WithRecent(postings, _recent_pairs(recent))
+
+    def _add_recent(self, postings, wid, docid, value, day):
+        """Post ``docid`` under the large word ``wid`` (``postings`` its record): recent, or with the others into the record."""
+        recent = self._recent
+        if recent is None:
+            recent = self._recent = AppendedBytes()
+        waiting = recent.get(wid, b"") + _RECENT.pack(docid, value, NO_DAY if day is None else day)
+        if len(waiting) < RECENT_MAX * _RECENT.size:
+            recent[wid] = waiting
+            return
+        for docid, value, day in _RECENT.iter_unpack(waiting):
+            postings.append(docid, value, None if day == NO_DAY else day)
+        if len(waiting) > _RECENT.size:
+            del recent[wid]
 
     def index_doc(self, docid, text):
         distinct_word_ids = getattr(self._lexicon, "distinct_word_ids", None)
@@ -542,9 +648,7 @@ class OkapiIndex(_ZopeOkapiIndex):
                     grown.append(docid, count, day)
                     wordinfo[wid] = grown
             else:
-                # A record of its own that notes its own change: the bucket
-                # holding it needs no rewriting.
-                postings.append(docid, count, day)
+                self._add_recent(postings, wid, docid, count, day)
         if new_words:
             self.wordCount.change(new_words)
 
@@ -561,7 +665,7 @@ class OkapiIndex(_ZopeOkapiIndex):
         docids = set()
         for word, wid in lexicon.items():
             if has_cjk_letters(word) and split_words(word, lexicon._pipeline) != [word]:
-                postings = self._wordinfo.get(wid)
+                postings = self.postings_of(wid)
                 if postings is not None:
                     docids.update(docid for docid, _ in _pairs(postings))
         return sorted(docids)
@@ -585,8 +689,14 @@ class OkapiIndex(_ZopeOkapiIndex):
             if replaced is not None:
                 self._wordinfo[wid] = replaced
                 return
-        elif postings is not None and postings.replace(docid, f):
-            return
+        elif postings is not None:
+            recent = self._recent.get(wid) if self._recent is not None else None
+            replaced = None if recent is None else _recent_replaced(recent, docid, f)
+            if replaced is not None:
+                self._recent[wid] = replaced
+                return
+            if postings.replace(docid, f):
+                return
         self._add_new_document(docid, ((wid, f),))
 
     def _del_wordinfo(self, wid, docid):
@@ -599,8 +709,16 @@ class OkapiIndex(_ZopeOkapiIndex):
                 self._wordinfo[wid] = remaining
                 return
         else:
-            postings.remove(docid)
-            if len(postings):
+            recent = self._recent.get(wid) if self._recent is not None else None
+            remaining = None if recent is None else _recent_without(recent, docid)
+            if remaining is None:
+                postings.remove(docid)
+            elif remaining:
+                self._recent[wid] = remaining
+            else:
+                del self._recent[wid]
+                recent = None
+            if len(postings) or recent is not None:
                 return
         del self._wordinfo[wid]
         self.wordCount.change(-1)
@@ -616,7 +734,7 @@ class OkapiIndex(_ZopeOkapiIndex):
         docid2len = self._docweight
         L = []
         for t in wids:
-            postings = self._wordinfo[t]
+            postings = self.postings_of(t)
             idf = inverse_doc_frequency(_doc_count(postings), N)
             result = self.family.IF.Bucket()
             items = _pairs(postings)
@@ -638,5 +756,5 @@ class OkapiIndex(_ZopeOkapiIndex):
         tfmax = 1.0 + self.K1
         total = 0
         for t in self._remove_oov_wids(wids):
-            total += inverse_doc_frequency(_doc_count(self._wordinfo[t]), N) * tfmax
+            total += inverse_doc_frequency(_doc_count(self.postings_of(t)), N) * tfmax
         return total

@@ -19,7 +19,7 @@ from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.catalog import make_text_index, search
 from kittypyr import lexicon
 from kittypyr.importing import Importer, ImportReport, Parsed, parse_raw
-from kittypyr.lexicon import INLINE_MAX, Postings, PreparedText, _pairs, make_pipeline, prepare_text, split_words
+from kittypyr.lexicon import INLINE_MAX, RECENT_MAX, Postings, WithRecent, PreparedText, _pairs, make_pipeline, prepare_text, split_words
 from kittypyr.mailboxes import RawMail
 from kittypyr.msgid import message_id_hash
 from tests.mailbuilder import attachment as mb_attachment
@@ -52,13 +52,13 @@ def _index_both(texts, prepare=False):
 
 
 def _postings(value):
-    if isinstance(value, (bytes, Postings)):
+    if isinstance(value, (bytes, Postings, WithRecent)):
         return _pairs(value)
     return value.items()
 
 
 def _doc_count(value):
-    if isinstance(value, (bytes, Postings)):
+    if isinstance(value, (bytes, Postings, WithRecent)):
         return lexicon._doc_count(value)
     return len(value)
 
@@ -68,8 +68,10 @@ def _state(index):
     # Words no document has any more: zope.index keeps them in its lexicon,
     # ours forgets them (see test_unused_words_leave_the_lexicon).
     used = set(okapi._wordinfo.keys())
+    # Ours as its readers see them: a large word's record and its recent postings.
+    postings = {wid: okapi.postings_of(wid) for wid in used} if hasattr(okapi, "postings_of") else okapi._wordinfo
     return (
-        {wid: (_doc_count(d2f), dict(_postings(d2f))) for wid, d2f in okapi._wordinfo.items()},
+        {wid: (_doc_count(d2f), dict(_postings(d2f))) for wid, d2f in postings.items()},
         dict(okapi._docweight.items()),
         dict(okapi._docwords.items()),
         okapi._totaldoclen(),
@@ -397,7 +399,8 @@ def test_concurrent_appends_next_to_chunks_merge_and_chunking_conflicts(tmp_path
     first = db.open(transaction.TransactionManager())
     first.root()["index"] = index = make_text_index()
     index.discriminator = _plain
-    for docid in range(1, INLINE_MAX + 12):  # one chunk, a short tail
+    # One chunk, a short tail: postings past INLINE_MAX join the record RECENT_MAX at a time.
+    for docid in range(1, INLINE_MAX + 12 + RECENT_MAX):
         index.index_doc(docid, "shared")
     first.transaction_manager.commit()
     word = index.lexicon._wids["shared"]
@@ -410,7 +413,7 @@ def test_concurrent_appends_next_to_chunks_merge_and_chunking_conflicts(tmp_path
     first.transaction_manager.commit()
     second.transaction_manager.commit()
     second.transaction_manager.begin()
-    assert set(other.apply("shared").keys()) == set(range(1, INLINE_MAX + 12)) | {1000, 2000}
+    assert set(other.apply("shared").keys()) == set(range(1, INLINE_MAX + 12 + RECENT_MAX)) | {1000, 2000}
 
     # Both fill the tail into a new chunk: that cannot be merged.
     first.transaction_manager.begin()

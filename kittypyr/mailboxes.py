@@ -760,6 +760,37 @@ def _what_follows(buf, start, eof):
     return _TEXT
 
 
+# A message's own Content-Length (mboxcl2 leaves a body's "From " lines
+# unquoted and says where each message ends) is believed only when the
+# message ends there: the file ends, or a line end and an envelope line
+# follow. Past this many bytes it is not waited for.
+_CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*(\d{1,12})[ \t]*\r?$", re.I | re.M)
+_CONTENT_LENGTH_MAX = 1 << 26
+_UNREAD = object()
+
+
+def _content_length_end(buf, base, eof):
+    """Where the message at ``base`` ends by its Content-Length, None if it does not say or is not believed.
+
+    ``_UNREAD`` when buf does not hold enough yet and more is to come.
+    """
+    ends = [(buf.find(separator, base), separator) for separator in (b"\n\n", b"\r\n\r\n")]
+    ends = [(at, separator) for at, separator in ends if at >= 0]
+    if not ends:
+        return None if eof else _UNREAD
+    at, separator = min(ends)
+    lengths = _CONTENT_LENGTH.findall(buf, base, at + 1)
+    if len(lengths) != 1 or int(lengths[0]) > _CONTENT_LENGTH_MAX:
+        return None
+    end = at + len(separator) + int(lengths[0])
+    following = buf[end:end + 8]
+    if len(following) < 8 and not eof:
+        return _UNREAD
+    if following.startswith((b"\nFrom ", b"\r\nFrom ")) or (eof and not following.strip(b"\r\n")):
+        return end
+    return None
+
+
 def _judge_envelope(line, form, blank_before, follows):
     """Whether a ``From `` line starts a new message, and what is doubtful about that.
 
@@ -876,11 +907,18 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
         yield fragment
     scan = base
     find = buf.find
+    # Where the current message ends by its Content-Length (see _content_length_end).
+    length_end = _UNREAD
     while True:
         i = find(b"\nFrom ", scan)
         if i >= 0:
+            if length_end is _UNREAD:
+                length_end = _content_length_end(buf, base, eof)
+            if length_end is not _UNREAD and length_end is not None and i < length_end:
+                scan = i + 1
+                continue
             line_end = find(b"\n", i + 1)
-            if line_end >= 0 or eof:
+            if length_end is not _UNREAD and (line_end >= 0 or eof):
                 if line_end < 0:
                     line_end = len(buf) - 1
                 line = buf[i + 1:line_end + 1]
@@ -915,6 +953,7 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                                       " as a single message does, yet a new message starts here")
                     envelope = line
                     base = scan = line_end + 1
+                    length_end = _UNREAD
                     continue
             scan = i  # the line or what follows it is not all read yet
         elif eof:
@@ -931,6 +970,8 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
             dropped += base
             buf = buf[base:] + chunk
             scan -= base
+            if length_end is not _UNREAD and length_end is not None:
+                length_end -= base
             base = 0
             find = buf.find
         else:

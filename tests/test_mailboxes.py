@@ -157,6 +157,61 @@ def test_large_message(tmp_path, monkeypatch):
     assert [m.raw for m in read_mail(path)] == [_message(1), big, _message(3)]
 
 
+# mboxcl2 (Solaris mail, mutt with mbox_type=mmdf off...) quotes no "From "
+# line of a body: each message's Content-Length says where it ends.
+_BOUNCED = (
+    b"This message was undeliverable.\n"
+    b"\n"
+    b"From someone@example.com Tue Mar  6 09:12:45 2007\n"
+    b"From: someone@example.com\n"
+    b"Subject: the original\n"
+    b"Message-ID: <orig@example.com>\n"
+    b"\n"
+    b"Original text.\n"
+)
+
+
+def _with_length(n, body, length=None, newline=b"\n"):
+    body = body.replace(b"\n", newline)
+    header = (b"From: user%d@example.com\nSubject: message %d\nMessage-ID: <m%d@example.com>\n"
+              b"Content-Length: %d\n\n" % (n, n, n, len(body) if length is None else length))
+    return header.replace(b"\n", newline) + body
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+def test_mboxcl2_message_holding_a_whole_message_is_kept_whole_by_its_content_length(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr("kittypyr.mailboxes._CHUNK", chunk)
+    messages = [_with_length(1, _BOUNCED), _with_length(2, b"Hello.\n"), _with_length(3, _BOUNCED)]
+    path = _write(tmp_path, "cl2.mbox", _mbox(*messages))
+
+    mails = list(read_mail(path))
+
+    assert [m.raw for m in mails] == messages
+    assert not any(m.doubts for m in mails)
+
+
+def test_mboxcl2_with_crlf_line_ends(tmp_path):
+    messages = [_with_length(1, _BOUNCED, newline=b"\r\n"), _with_length(2, b"Hello.\n", newline=b"\r\n")]
+    envelope = b"From user@example.com Tue Mar  6 09:12:45 2007\r\n"
+    path = _write(tmp_path, "cl2.mbox", b"".join(envelope + m + b"\r\n" for m in messages))
+
+    assert [m.raw for m in read_mail(path)] == messages
+
+
+@pytest.mark.parametrize("length", [5, len(_BOUNCED) + 40, 10 ** 12])
+def test_a_content_length_that_does_not_end_at_a_message_is_not_trusted(tmp_path, length):
+    # Wrong (a message edited after it was written), or pointing past the
+    # file: the envelope lines are read as they are without it.
+    messages = [_with_length(1, _BOUNCED, length=length), _with_length(2, b"Hello.\n")]
+    path = _write(tmp_path, "cl2.mbox", _mbox(*messages))
+
+    mails = list(read_mail(path))
+
+    assert len(mails) == 3
+    assert mails[1].raw.startswith(b"From: someone@example.com\n")
+    assert mails[2].raw == messages[1]
+
+
 def test_empty_message_between_separators(tmp_path):
     data = (
         b"From a@example.com Tue Mar  6 09:12:45 2007\n\n"

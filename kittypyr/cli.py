@@ -226,6 +226,43 @@ def command_import(args):
     return 0 if report.ok else 1
 
 
+def command_remove_list(args):
+    from kittypyr.addresses import normalize_list_address
+    from kittypyr.resources.admin import AuditEntry
+    from kittypyr.standalone import mailman_url
+
+    list_address = normalize_list_address(args.list_address)
+    if list_address is None:
+        print(f"kittypyr remove-list: {args.list_address!r} is not a list's posting address "
+              "(such as dev@lists.example.org)", file=sys.stderr)
+        return 2
+    with _environment(args.config) as env:
+        archive = env["root"]
+        mailing_list = archive.lists.get(list_address)
+        if mailing_list is None:
+            known = sorted(archive.lists.keys())
+            shown = ", ".join(known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
+            print(f"kittypyr remove-list: there is no list {list_address} in this archive"
+                  f" ({'its lists: ' + shown if known else 'it has no list'})", file=sys.stderr)
+            return 2
+        held = f"{len(mailing_list.messages)} messages in {len(mailing_list.threads)} threads"
+        if not args.yes:
+            print(f"{list_address} holds {held}; nothing removed. To remove the list and all its mail from the "
+                  f"archive, run again with --yes (`kittypyr backup` keeps a copy first).")
+            return 1
+        # Its messages and threads leave the catalog, the people's counts
+        # and the votes as the list goes (the removal's subscribers).
+        archive.lists.remove(list_address)
+        archive.audit_log.add(AuditEntry("remove-list", "kittypyr remove-list", None, (list_address,),
+                                         f"Removed the list with its {held}", reason=args.reason or ""))
+        transaction.manager.commit()
+        archived_by_mailman = bool(mailman_url(env["registry"]))
+    print(f"removed {list_address}: {held}; `kittypyr pack {args.config}` frees the space they took")
+    if archived_by_mailman:
+        print("if Mailman core still has this list and archives to kittypyr, its next post makes it again")
+    return 0
+
+
 def command_reindex(args):
     from kittypyr.catalog import catalogued_count, reindex_cjk_words
 
@@ -406,6 +443,13 @@ def build_parser():
     p.add_argument("config")
     p.add_argument("--days", type=float, default=0, help="keep this many days of history (default: none)")
     p.set_defaults(func=command_pack)
+
+    p = commands.add_parser("remove-list", help="remove a list and all its mail from the archive")
+    p.add_argument("config")
+    p.add_argument("list_address")
+    p.add_argument("--yes", action="store_true", help="remove it (without: say what it holds)")
+    p.add_argument("--reason", help="why, for the audit log")
+    p.set_defaults(func=command_remove_list)
 
     p = commands.add_parser("info", help="counts and dates of the archive or one list")
     p.add_argument("config")

@@ -899,3 +899,52 @@ def test_make_serve_says_when_its_port_is_taken(tmp_path):
     assert result.returncode == 1
     assert f"127.0.0.1:{port}" in result.stderr and "in use by another program" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_remove_list_asks_for_yes_then_removes_the_list_and_all_it_holds(tmp_path, config):
+    """A list made by a mistyped address in ``kittypyr import`` can be taken off the archive again."""
+    from ZODB import DB
+    from ZODB.FileStorage import FileStorage
+
+    from kittypyr.bootstrap import ROOT_KEY
+
+    typo = "dve@lists.example.org"
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10)))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    other = tmp_path / "more.mbox"
+    other.write_bytes(mbox_bytes(corpus(10, offset=100)))  # the same senders
+    kittypyr("import", config, typo, other, "--workers", "0", check=True)
+    assert sorted(info(config)["mailing_lists"]) == [LIST, typo]
+
+    asked = kittypyr("remove-list", config, typo)
+    assert asked.returncode == 1
+    assert f"{typo} holds 10 messages in 2 threads; nothing removed" in asked.stdout
+    assert "--yes" in asked.stdout
+    assert sorted(info(config)["mailing_lists"]) == [LIST, typo]
+
+    missing = kittypyr("remove-list", config, "nosuch@lists.example.org", "--yes")
+    assert missing.returncode == 2
+    assert "no list nosuch@lists.example.org" in missing.stderr and LIST in missing.stderr
+
+    removed = kittypyr("remove-list", config, typo, "--yes", "--reason", "mistyped address")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert f"removed {typo}: 10 messages in 2 threads" in removed.stdout
+    assert info(config)["mailing_lists"] == [LIST]
+    assert info(config, LIST)["messages"] == 10
+    # Catalog, people and aggregates agree with what is left.
+    checked = kittypyr("check", config)
+    assert checked.returncode == 0 and "everything agrees" in checked.stdout, checked.stdout
+
+    db = DB(FileStorage(str(tmp_path / "var" / "Data.fs"), read_only=True))
+    try:
+        archive = db.open().root()[ROOT_KEY]
+        assert typo not in archive.lists
+        entry = archive.audit_log.newest(size=1)[0]
+        assert entry.action == "remove-list" and entry.lists == (typo,)
+        assert entry.reason == "mistyped address" and "10 messages" in entry.summary
+        # Its mail is in no index.
+        found = [path for path in archive.document_map.docid_to_address.values() if typo in path]
+        assert found == []
+    finally:
+        db.close()

@@ -198,14 +198,22 @@ def _forget_unread_list(env, list_address):
     return f"no list made: nothing was read for {list_address}"
 
 
-def command_import(args):
+def _list_address(command, value):
+    """``value`` as a list's posting address; None, said on stderr, if it is not one."""
     from kittypyr.addresses import normalize_list_address
+
+    list_address = normalize_list_address(value)
+    if list_address is None:
+        print(f"kittypyr {command}: {value!r} is not a list's posting address (such as dev@lists.example.org)",
+              file=sys.stderr)
+    return list_address
+
+
+def command_import(args):
     from kittypyr.importing import import_mail
 
-    list_address = normalize_list_address(args.list_address)
+    list_address = _list_address("import", args.list_address)
     if list_address is None:
-        print(f"kittypyr import: {args.list_address!r} is not a list's posting address "
-              "(such as dev@lists.example.org)", file=sys.stderr)
         return 2
     with _environment(args.config) as env:
         policy_line = _commit_prepared_list(env, list_address, args.policy)
@@ -227,14 +235,11 @@ def command_import(args):
 
 
 def command_remove_list(args):
-    from kittypyr.addresses import normalize_list_address
     from kittypyr.resources.admin import AuditEntry
     from kittypyr.standalone import mailman_url
 
-    list_address = normalize_list_address(args.list_address)
+    list_address = _list_address("remove-list", args.list_address)
     if list_address is None:
-        print(f"kittypyr remove-list: {args.list_address!r} is not a list's posting address "
-              "(such as dev@lists.example.org)", file=sys.stderr)
         return 2
     with _environment(args.config) as env:
         archive = env["root"]

@@ -301,6 +301,7 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 INLINE_MAX = 64
 # A recent posting: docid, value and the day (``_add_new_document``), NO_DAY when unknown.
 _RECENT = struct.Struct("<iii")
+_RECENT_INTS = 3
 NO_DAY = -(1 << 31)
 RECENT_MAX = 16
 
@@ -320,26 +321,25 @@ def _packed(values):
     return values.tobytes()
 
 
-def _without(data, docid):
-    """``data`` (packed pairs) without ``docid``'s pair, or None if it has none."""
+def _without(data, docid, width=2):
+    """``data`` (packed postings of ``width`` ints, the docid first) without ``docid``'s, or None if it has none."""
     values = _ints(data)
-    docids = values[0::2]
     try:
-        at = docids.index(docid)
+        at = values[0::width].index(docid)
     except ValueError:
         return None
-    del values[2 * at:2 * at + 2]
+    del values[width * at:width * at + width]
     return _packed(values)
 
 
-def _replaced(data, docid, frequency):
-    """``data`` with ``docid``'s frequency changed, or None if it has no pair."""
+def _replaced(data, docid, value, width=2):
+    """``data`` (as ``_without`` reads it) with ``docid``'s value (its second int) changed, or None if it has none."""
     values = _ints(data)
     try:
-        at = values[0::2].index(docid)
+        at = values[0::width].index(docid)
     except ValueError:
         return None
-    values[2 * at + 1] = frequency
+    values[width * at + 1] = value
     return _packed(values)
 
 
@@ -355,27 +355,6 @@ def _recent_pairs(data):
     pairs[0::2] = values[0::3]
     pairs[1::2] = values[1::3]
     return _packed(pairs)
-
-
-def _recent_without(data, docid):
-    """Packed recent postings without ``docid``'s, or None if it has none."""
-    values = _ints(data)
-    try:
-        at = values[0::3].index(docid)
-    except ValueError:
-        return None
-    del values[3 * at:3 * at + 3]
-    return _packed(values)
-
-
-def _recent_replaced(data, docid, value):
-    values = _ints(data)
-    try:
-        at = values[0::3].index(docid)
-    except ValueError:
-        return None
-    values[3 * at + 1] = value
-    return _packed(values)
 
 
 class WithRecent:
@@ -691,7 +670,7 @@ class OkapiIndex(_ZopeOkapiIndex):
                 return
         elif postings is not None:
             recent = self._recent.get(wid) if self._recent is not None else None
-            replaced = None if recent is None else _recent_replaced(recent, docid, f)
+            replaced = None if recent is None else _replaced(recent, docid, f, _RECENT_INTS)
             if replaced is not None:
                 self._recent[wid] = replaced
                 return
@@ -710,7 +689,7 @@ class OkapiIndex(_ZopeOkapiIndex):
                 return
         else:
             recent = self._recent.get(wid) if self._recent is not None else None
-            remaining = None if recent is None else _recent_without(recent, docid)
+            remaining = None if recent is None else _without(recent, docid, _RECENT_INTS)
             if remaining is None:
                 postings.remove(docid)
             elif remaining:

@@ -786,6 +786,8 @@ def _content_length_end(buf, base, eof):
     following = buf[end:end + 8]
     if len(following) < 8 and not eof:
         return _UNREAD
+    if end > len(buf):  # past the file's end
+        return None
     if following.startswith((b"\nFrom ", b"\r\nFrom ")) or (eof and not following.strip(b"\r\n")):
         return end
     return None

@@ -351,9 +351,9 @@ def _pairs_of(data):
 def _recent_pairs(data):
     """Packed recent postings (docid, value, day) as packed pairs."""
     values = _ints(data)
-    pairs = array.array("i", bytes(len(values) // 3 * 2 * 4))
-    pairs[0::2] = values[0::3]
-    pairs[1::2] = values[1::3]
+    pairs = array.array("i", bytes(len(values) // _RECENT_INTS * 2 * 4))
+    pairs[0::2] = values[0::_RECENT_INTS]
+    pairs[1::2] = values[1::_RECENT_INTS]
     return _packed(pairs)
 
 
@@ -567,10 +567,14 @@ class OkapiIndex(_ZopeOkapiIndex):
         record for a larger one, or a ``WithRecent`` when postings wait.
         """
         postings = self._wordinfo.get(wid)
-        if postings is None or type(postings) is bytes or self._recent is None:
+        if postings is None or type(postings) is bytes:
             return postings
-        recent = self._recent.get(wid)
+        recent = self._waiting(wid)
         return postings if recent is None else WithRecent(postings, _recent_pairs(recent))
+
+    def _waiting(self, wid):
+        """The recent postings of the large word ``wid``, packed _RECENT; None if it has none."""
+        return None if self._recent is None else self._recent.get(wid)
 
     def _add_recent(self, postings, wid, docid, value, day):
         """Post ``docid`` under the large word ``wid`` (``postings`` its record): recent, or with the others into the record."""
@@ -583,8 +587,7 @@ class OkapiIndex(_ZopeOkapiIndex):
             return
         for docid, value, day in _RECENT.iter_unpack(waiting):
             postings.append(docid, value, None if day == NO_DAY else day)
-        if len(waiting) > _RECENT.size:
-            del recent[wid]
+        recent.pop(wid, None)
 
     def index_doc(self, docid, text):
         distinct_word_ids = getattr(self._lexicon, "distinct_word_ids", None)
@@ -669,7 +672,7 @@ class OkapiIndex(_ZopeOkapiIndex):
                 self._wordinfo[wid] = replaced
                 return
         elif postings is not None:
-            recent = self._recent.get(wid) if self._recent is not None else None
+            recent = self._waiting(wid)
             replaced = None if recent is None else _replaced(recent, docid, f, _RECENT_INTS)
             if replaced is not None:
                 self._recent[wid] = replaced
@@ -688,7 +691,7 @@ class OkapiIndex(_ZopeOkapiIndex):
                 self._wordinfo[wid] = remaining
                 return
         else:
-            recent = self._recent.get(wid) if self._recent is not None else None
+            recent = self._waiting(wid)
             remaining = None if recent is None else _without(recent, docid, _RECENT_INTS)
             if remaining is None:
                 postings.remove(docid)

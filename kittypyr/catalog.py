@@ -321,13 +321,50 @@ def catalogued_in(resource):
             pending.extend(values())
 
 
+# Messages and threads keep their own docid (``catalog_docid``, None until
+# catalogued): their paths end in a hash, so the document map's tree from
+# path to docid took one write of a random bucket for each of them, the
+# largest share of an import's writes in a large archive. The map's
+# docid -> path entry confirms a kept docid (a catalog rebuilt since, or a
+# resource removed and added again, leaves it stale). Resources stored
+# before docids were kept have no such attribute and are found by path.
+_NOT_KEPT = object()
+
+
+def keeps_docid(resource):
+    return getattr(resource, "catalog_docid", _NOT_KEPT) is not _NOT_KEPT
+
+
+def docid_of(archive, resource, path=None):
+    """The docid the catalog holds ``resource`` under (at ``path``, its path), or None."""
+    if path is None:
+        path = resource_path(resource)
+    document_map = archive.document_map
+    kept = getattr(resource, "catalog_docid", _NOT_KEPT)
+    if kept is _NOT_KEPT:
+        return document_map.docid_for_address(path)
+    if kept is not None and document_map.docid_to_address.get(kept) == path:
+        return kept
+    return None
+
+
+def _add_document(document_map, resource, path):
+    """A docid for ``resource``, mapped to ``path``: its kept one where that is free, else a new one."""
+    kept = getattr(resource, "catalog_docid", _NOT_KEPT)
+    if kept is _NOT_KEPT:
+        return document_map.add(path)
+    if kept is None or kept in document_map.docid_to_address:
+        kept = resource.catalog_docid = document_map.new_docid()
+    document_map.docid_to_address[kept] = path
+    return kept
+
+
 def index_resource(archive, resource, indexes=None):
     """Index ``resource`` (or refresh it in ``indexes`` only); return its docid."""
     path = resource_path(resource)
-    document_map = archive.document_map
-    docid = document_map.docid_for_address(path)
+    docid = docid_of(archive, resource, path)
     if docid is None:
-        docid = document_map.add(path)
+        docid = _add_document(archive.document_map, resource, path)
         archive.catalog.index_doc(docid, resource)
     elif indexes is None:
         archive.catalog.reindex_doc(docid, resource)
@@ -338,8 +375,7 @@ def index_resource(archive, resource, indexes=None):
 
 
 def unindex_resource(archive, resource):
-    path = resource_path(resource)
-    docid = archive.document_map.docid_for_address(path)
+    docid = docid_of(archive, resource)
     if docid is not None:
         archive.catalog.unindex_doc(docid)
         archive.document_map.remove_docid(docid)

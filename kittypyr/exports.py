@@ -35,7 +35,6 @@ import transaction
 from persistent import Persistent
 from pyramid.httpexceptions import HTTPBadRequest, HTTPGone, HTTPMovedPermanently, HTTPNotFound
 from pyramid.response import Response
-from pyramid.traversal import resource_path
 from pyramid.view import view_config
 from pyramid_zodbconn import get_connection
 from repoze.catalog.interfaces import ICatalogIndex
@@ -44,6 +43,7 @@ from zope.index.text.parsetree import ParseError
 from zope.interface import implementer
 
 from kittypyr.bootstrap import ROOT_KEY
+from kittypyr.catalog import docid_of
 from kittypyr.msgid import message_id_hash
 from kittypyr.resources import Archive, MailingList, Message, Thread
 from kittypyr.resources.browsing import Month, ThreadAlias
@@ -381,7 +381,7 @@ def _thread_named(mailing_list, key):
 
 
 def _docid_of(archive, resource):
-    docid = archive.document_map.docid_for_address(resource_path(resource))
+    docid = docid_of(archive, resource)
     return [] if docid is None else [docid]
 
 

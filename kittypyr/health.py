@@ -29,7 +29,7 @@ from types import SimpleNamespace
 from pyramid.traversal import find_resource, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 
-from kittypyr.catalog import index_resource
+from kittypyr.catalog import docid_of, index_resource, keeps_docid
 from kittypyr.msgid import message_id_hash
 from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
@@ -258,13 +258,22 @@ class Checker:
         document_map = self.archive.document_map
         forward, reverse = document_map.docid_to_address, document_map.address_to_docid
         for docid, path in list(forward.items()):
-            claimed = reverse.get(path)
+            resource = self._live_at(path)
+            if resource is None:
+                continue  # told below
+            # The way back from a path: the resource's kept docid, or the
+            # map's path -> docid tree for a resource stored before.
+            kept = keeps_docid(resource)
+            claimed = resource.catalog_docid if kept else reverse.get(path)
             if claimed == docid:
                 continue
             if claimed is None or forward.get(claimed) != path:
                 self.found("document map", path, f"docid {docid} has no way back from its path")
                 if self.repair:
-                    reverse[path] = docid
+                    if kept:
+                        resource.catalog_docid = docid
+                    else:
+                        reverse[path] = docid
             else:
                 self.found("document map", path, f"docid {docid} duplicates docid {claimed}")
                 if self.repair:
@@ -304,7 +313,7 @@ class Checker:
             for container in (mailing_list.messages, mailing_list.threads):
                 for resource in container.values():
                     path = resource_path(resource)
-                    docid = document_map.docid_for_address(path)
+                    docid = docid_of(self.archive, resource, path)
                     if docid is None:
                         self.found("catalog", path, "not catalogued")
                         if self.repair:

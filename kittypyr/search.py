@@ -30,11 +30,11 @@ from itertools import compress
 
 import numpy as np
 from markupsafe import Markup
-from pyramid.traversal import find_resource, resource_path
+from pyramid.traversal import find_resource
 from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 
-from kittypyr.catalog import Narrowed, make_text_index, search_page
+from kittypyr.catalog import Narrowed, docid_of, make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
 from kittypyr.lexicon import has_cjk_letters, split_words, words_form
 from kittypyr.msgid import message_id_hash, message_id_of_header_value
@@ -719,7 +719,6 @@ def _messages_by_id(archive, scope, message_ids):
     of scope is not told apart from one never archived.
     """
     docids, problems, any_deleted = [], [], False
-    document_map = archive.document_map
     for message_id in message_ids:
         # Cut as the one stored was, when it is longer than a Message-ID may be.
         names = {message_id_hash(message_id_of_header_value(f"<{message_id}>"))}
@@ -733,7 +732,7 @@ def _messages_by_id(archive, scope, message_ids):
                     deleted = True
                 # Other mail sent with that Message-ID is kept under ids of its own.
                 for message in filter(None, map(messages.get, (name, *messages.reusing(name)))):
-                    docid = document_map.docid_for_address(resource_path(message))
+                    docid = docid_of(archive, message)
                     if docid is not None:
                         docids.append(docid)
                         held = True

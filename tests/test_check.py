@@ -5,10 +5,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import transaction
 from pyramid.scripting import prepare
+from pyramid.traversal import find_resource, resource_path
 from webtest import TestApp
 
 from kittypyr import moderation
 from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.catalog import docid_of
 from kittypyr.msgid import message_id_hash
 from kittypyr.resources import Message
 from kittypyr.resources.deleted import Tombstone
@@ -59,16 +61,16 @@ def damage(folder, harm):
     app.registry._zodb_databases[""].close()
 
 
-def docid_of(archive, resource_path):
-    return archive.document_map.docid_for_address(resource_path)
+def docid_at(archive, path):
+    return docid_of(archive, find_resource(archive, path))
 
 
 def unindex_message(archive, mailing_list):
-    archive.catalog.unindex_doc(docid_of(archive, f"/list/{LIST}/message/{h(1)}"))
+    archive.catalog.unindex_doc(docid_at(archive, f"/list/{LIST}/message/{h(1)}"))
 
 
 def forget_message(archive, mailing_list):
-    docid = docid_of(archive, f"/list/{LIST}/message/{h(2)}")
+    docid = docid_at(archive, f"/list/{LIST}/message/{h(2)}")
     archive.catalog.unindex_doc(docid)
     archive.document_map.remove_docid(docid)
 
@@ -76,12 +78,25 @@ def forget_message(archive, mailing_list):
 def wrong_sender(archive, mailing_list):
     impostor = Message.__new__(Message)
     impostor.sender_address = "impostor@example.org"
-    archive.catalog["sender"].index_doc(docid_of(archive, f"/list/{LIST}/message/{h(0)}"), impostor)
+    archive.catalog["sender"].index_doc(docid_at(archive, f"/list/{LIST}/message/{h(0)}"), impostor)
 
 
 def broken_document_map(archive, mailing_list):
-    del archive.document_map.address_to_docid[f"/list/{LIST}/message/{h(3)}"]
+    mailing_list.messages[h(3)].catalog_docid = None
     archive.document_map.add(f"/list/{LIST}/message/NOSUCHMESSAGE")
+
+
+def stored_before_docids_were_kept(archive, mailing_list):
+    """Message 3 as one stored before messages kept their docid: found by its path in the document map."""
+    message = mailing_list.messages[h(3)]
+    docid = message.catalog_docid
+    del message.catalog_docid
+    archive.document_map.address_to_docid[resource_path(message)] = docid
+
+
+def broken_older_document_map(archive, mailing_list):
+    stored_before_docids_were_kept(archive, mailing_list)
+    del archive.document_map.address_to_docid[f"/list/{LIST}/message/{h(3)}"]
 
 
 def lost_member(archive, mailing_list):
@@ -132,6 +147,7 @@ DAMAGE = {
                                                 "'person0@example.org'"),
     "a document map out of step": (broken_document_map, "has no way back from its path"),
     "a dangling document": (broken_document_map, "NOSUCHMESSAGE: docid"),
+    "an older message's way back": (broken_older_document_map, "has no way back from its path"),
     "a thread's member set": (lost_member, "1 of its messages missing from its members; count 6 instead of 3"),
     "a list's aggregates": (wrong_aggregates, "per_day differs at 1 key(s)"),
     "a list's attachment count": (wrong_aggregates, "attachment count 3 instead of 1"),
@@ -177,6 +193,33 @@ def test_damage_is_found_and_repaired(site, kind):
     again = kittypyr("check", config)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "everything agrees" in again.stdout
+
+
+def test_a_message_stored_before_docids_were_kept_passes_and_leaves_the_catalog_when_deleted(site):
+    folder, config = site
+    damage(folder, stored_before_docids_were_kept)
+    result = kittypyr("check", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "everything agrees" in result.stdout
+    search, = read(folder, "/api/search?q=zeppelins")
+    assert search.json["count"] == 5
+
+    def delete_it(archive, mailing_list):
+        moderation.delete_messages(mailing_list, [h(3)], User("mod@example.org", "Mod"))
+
+    damage(folder, delete_it)
+    search, = read(folder, "/api/search?q=zeppelins")
+    assert search.json["count"] == 4
+    result = kittypyr("check", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def paths_mapped(archive, mailing_list):
+        mapped.update(archive.document_map.address_to_docid.keys())
+        mapped.update(archive.document_map.docid_to_address.values())
+
+    mapped = set()
+    damage(folder, paths_mapped)
+    assert f"/list/{LIST}/message/{h(3)}" not in mapped
 
 
 def test_a_sender_who_changed_names_passes(tmp_path):

@@ -12,6 +12,7 @@ from webtest import TestApp
 
 from kittypyr import main
 from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.catalog import docid_of
 from kittypyr.lexicon import split_words
 from kittypyr.search import SearchLimits, run_search
 from kittypyr.zones import message_zones
@@ -340,8 +341,7 @@ def test_an_archive_made_before_chunks_kept_their_dates_gets_them_at_start_up(ap
         messages = archive.lists[LIST].messages
         days = {}
         for message in messages.values():
-            days[archive.document_map.docid_for_address(f"/list/{LIST}/message/{message.__name__}")] = \
-                int(message.timestamp) // DAY
+            days[docid_of(archive, message)] = int(message.timestamp) // DAY
         for chunk, span in zip(ocelot._directory.chunks, spans):
             chunk_days = [days[docid] for docid in np.frombuffer(chunk.data, dtype="<i4")[0::2].tolist()]
             assert span == (min(chunk_days), max(chunk_days))

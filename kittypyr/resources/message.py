@@ -157,6 +157,7 @@ class Message(Persistent):
             self.attachments_left_out = parsed.attachments_left_out
         self.parent = None
         self.thread = None
+        self.catalog_docid = None  # set by kittypyr.catalog when catalogued
         # A parser process sends the size and the compressed form only.
         size = getattr(parsed, "raw_size", None)
         self.size = len(parsed.raw) if size is None else size

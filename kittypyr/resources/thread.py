@@ -41,6 +41,7 @@ class Thread(Persistent):
 
     def __init__(self):
         self.starter = None
+        self.catalog_docid = None  # set by kittypyr.catalog when catalogued
         self.subject = ""
         self.date_started = None
         self.last_date = None

@@ -173,8 +173,10 @@ class Message(Persistent):
         self.attachments = tuple(attachments)
 
     # What stays when the original replaces a rebuilt message: its name, its
-    # place in the thread (so votes, tags and links keyed by them hold).
-    _KEPT_ON_REPLACE = ("message_id", "message_id_derived", "parent", "thread")
+    # place in the thread (so votes, tags and links keyed by them hold) and
+    # the docid the catalog holds it under (a message stored before messages
+    # kept theirs has none, and gets none here).
+    _KEPT_ON_REPLACE = ("message_id", "message_id_derived", "parent", "thread", "catalog_docid")
 
     # Whether ``date`` is the message's own Date header; None on a message
     # stored by an older release, which its defects tell.

@@ -331,8 +331,13 @@ def catalogued_in(resource):
 _NOT_KEPT = object()
 
 
+def _kept_docid(resource):
+    """``resource``'s own docid: None if not catalogued, _NOT_KEPT if it keeps none."""
+    return getattr(resource, "catalog_docid", _NOT_KEPT)
+
+
 def keeps_docid(resource):
-    return getattr(resource, "catalog_docid", _NOT_KEPT) is not _NOT_KEPT
+    return _kept_docid(resource) is not _NOT_KEPT
 
 
 def docid_of(archive, resource, path=None):
@@ -340,7 +345,7 @@ def docid_of(archive, resource, path=None):
     if path is None:
         path = resource_path(resource)
     document_map = archive.document_map
-    kept = getattr(resource, "catalog_docid", _NOT_KEPT)
+    kept = _kept_docid(resource)
     if kept is _NOT_KEPT:
         return document_map.docid_for_address(path)
     if kept is not None and document_map.docid_to_address.get(kept) == path:
@@ -350,7 +355,7 @@ def docid_of(archive, resource, path=None):
 
 def _add_document(document_map, resource, path):
     """A docid for ``resource``, mapped to ``path``: its kept one where that is free, else a new one."""
-    kept = getattr(resource, "catalog_docid", _NOT_KEPT)
+    kept = _kept_docid(resource)
     if kept is _NOT_KEPT:
         return document_map.add(path)
     if kept is None or kept in document_map.docid_to_address:

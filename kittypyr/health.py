@@ -257,10 +257,12 @@ class Checker:
     def check_document_map(self):
         document_map = self.archive.document_map
         forward, reverse = document_map.docid_to_address, document_map.address_to_docid
+        dangling = []  # (docid, path) of the entries whose path leads to nothing live, told last
         for docid, path in list(forward.items()):
             resource = self._live_at(path)
             if resource is None:
-                continue  # told below
+                dangling.append((docid, path))
+                continue
             # The way back from a path: the resource's kept docid, or the
             # map's path -> docid tree for a resource stored before.
             kept = keeps_docid(resource)
@@ -284,12 +286,11 @@ class Checker:
                 self.found("document map", path, f"points at docid {docid}, which is not this path's")
                 if self.repair:
                     del reverse[path]
-        for docid, path in list(forward.items()):
-            if self._live_at(path) is None:
-                self.found("document map", path, f"docid {docid} names nothing live; --repair unindexes it")
-                if self.repair:
-                    self.archive.catalog.unindex_doc(docid)
-                    document_map.remove_docid(docid)
+        for docid, path in dangling:
+            self.found("document map", path, f"docid {docid} names nothing live; --repair unindexes it")
+            if self.repair:
+                self.archive.catalog.unindex_doc(docid)
+                document_map.remove_docid(docid)
 
     def _live_at(self, path):
         """The message or thread stored at ``path``, or None (a tombstone, an alias, nothing)."""

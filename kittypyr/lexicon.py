@@ -23,6 +23,7 @@ import sys
 import unicodedata
 
 from persistent import Persistent
+from transaction.interfaces import NoTransaction
 from ZODB.POSException import ConflictError
 from zope.index.text import widcode
 from zope.index.text.baseindex import inverse_doc_frequency
@@ -295,6 +296,11 @@ class Lexicon(_ZopeLexicon):
 # in the index's ``_recent`` tree, many words to a bucket, and join the
 # word's record RECENT_MAX at a time (see ``OkapiIndex.postings_of`` for
 # how readers see both).
+#
+# Within a transaction they wait in memory first (``PendingPostings``): an
+# import batch of thousands of messages posts to the same large words again
+# and again, and each word's entry in ``_recent`` is then read and written
+# once a transaction rather than once a posting.
 
 _PAIR = struct.Struct("<ii")
 _LITTLE_ENDIAN = sys.byteorder == "little"
@@ -539,6 +545,106 @@ _WIDCODE_TABLE_SIZE = 0x4000
 _widcode_table = tuple(widcode.encode([wid]) for wid in range(_WIDCODE_TABLE_SIZE))
 
 
+class PendingPostings:
+    """The postings to large words of the indexes a transaction wrote, kept until it commits.
+
+    Made at a transaction's first such posting and joined to it as a data
+    manager, so that a savepoint's rollback puts them back as they were at
+    the savepoint and an abort drops them; a before-commit hook writes them
+    into their indexes (``OkapiIndex._write_pending``), whose commit is the
+    transaction's own. Anything that reads or changes a word's postings in
+    the meantime writes that word's pending postings first
+    (``OkapiIndex._waiting``). Postings made after the hook ran (by a later
+    hook) go to the index at once.
+    """
+
+    def __init__(self):
+        self.indexes = {}  # id(index) -> (index, {wid: bytearray of packed _RECENT})
+        self.written = False
+
+    @classmethod
+    def of(cls, index, create):
+        """The pending words of ``index`` in its connection's transaction; None if there is none, or it cannot wait."""
+        jar = index._p_jar
+        if jar is None:
+            return None
+        try:
+            transaction = jar.transaction_manager.get()
+        except NoTransaction:  # an explicit manager between transactions: nothing waits
+            return None
+        try:
+            pending = transaction.data(cls)
+        except KeyError:
+            if not create:
+                return None
+            pending = cls()
+            transaction.set_data(cls, pending)
+            transaction.join(pending)
+            transaction.addBeforeCommitHook(pending.write)
+        if pending.written:
+            return None
+        entry = pending.indexes.get(id(index))
+        if entry is None:
+            if not create:
+                return None
+            # Held here, the index stays the same object until the commit.
+            entry = pending.indexes[id(index)] = (index, {})
+        return entry[1]
+
+    def write(self):
+        self.written = True
+        for index, words in self.indexes.values():
+            index._write_pending(words)
+        self.indexes.clear()
+
+    # --- data manager: nothing of its own to commit -------------------------
+
+    transaction_manager = None
+
+    def abort(self, transaction):
+        self.indexes.clear()
+
+    def tpc_begin(self, transaction):
+        pass
+
+    def commit(self, transaction):
+        pass
+
+    def tpc_vote(self, transaction):
+        pass
+
+    def tpc_finish(self, transaction):
+        self.indexes.clear()
+
+    def tpc_abort(self, transaction):
+        self.indexes.clear()
+
+    def sortKey(self):
+        return f"kittypyr.lexicon.PendingPostings:{id(self)}"
+
+    def savepoint(self):
+        return _PendingAtSavepoint(self)
+
+
+class _PendingAtSavepoint:
+    """What a ``PendingPostings`` held at a savepoint, put back by its rollback."""
+
+    def __init__(self, pending):
+        self.pending = pending
+        self.held = {key: (index, {wid: bytes(packed) for wid, packed in words.items()})
+                     for key, (index, words) in pending.indexes.items()}
+
+    def rollback(self):
+        indexes = self.pending.indexes
+        for key in list(indexes):
+            if key not in self.held:
+                del indexes[key]
+        for key, (index, words) in self.held.items():
+            current = indexes.setdefault(key, (index, {}))[1]
+            current.clear()
+            current.update((wid, bytearray(packed)) for wid, packed in words.items())
+
+
 class OkapiIndex(_ZopeOkapiIndex):
     """zope.index's OkapiIndex, with compact postings fed by ``Lexicon``.
 
@@ -573,21 +679,34 @@ class OkapiIndex(_ZopeOkapiIndex):
         return postings if recent is None else WithRecent(postings, _recent_pairs(recent))
 
     def _waiting(self, wid):
-        """The recent postings of the large word ``wid``, packed _RECENT; None if it has none."""
+        """The recent postings of the large word ``wid``, packed _RECENT; None if it has none.
+
+        Its postings pending in the transaction are written first: whoever
+        asks reads them or changes them next.
+        """
+        pending = PendingPostings.of(self, create=False)
+        if pending:
+            added = pending.pop(wid, None)
+            if added is not None:
+                self._write_pending({wid: added})
         return None if self._recent is None else self._recent.get(wid)
 
-    def _add_recent(self, postings, wid, docid, value, day):
-        """Post ``docid`` under the large word ``wid`` (``postings`` its record): recent, or with the others into the record."""
+    def _write_pending(self, words):
+        """Post ``words`` ({wid: packed _RECENT}, postings of large words) as recent, or into the words' records."""
         recent = self._recent
         if recent is None:
             recent = self._recent = AppendedBytes()
-        waiting = recent.get(wid, b"") + _RECENT.pack(docid, value, NO_DAY if day is None else day)
-        if len(waiting) < RECENT_MAX * _RECENT.size:
-            recent[wid] = waiting
-            return
-        for docid, value, day in _RECENT.iter_unpack(waiting):
-            postings.append(docid, value, None if day == NO_DAY else day)
-        recent.pop(wid, None)
+        wordinfo = self._wordinfo
+        held = RECENT_MAX * _RECENT.size
+        for wid, added in words.items():
+            waiting = recent.get(wid, b"") + added
+            if len(waiting) < held:
+                recent[wid] = bytes(waiting)
+                continue
+            postings = wordinfo[wid]
+            for docid, value, day in _RECENT.iter_unpack(waiting):
+                postings.append(docid, value, None if day == NO_DAY else day)
+            recent.pop(wid, None)
 
     def index_doc(self, docid, text):
         distinct_word_ids = getattr(self._lexicon, "distinct_word_ids", None)
@@ -617,7 +736,13 @@ class OkapiIndex(_ZopeOkapiIndex):
         pair = _PAIR.pack
         inline_max = INLINE_MAX * _PAIR.size
         new_words = 0
+        pending = PendingPostings.of(self, create=True)
         for wid, count in wid_counts:
+            if pending is not None:
+                added = pending.get(wid)
+                if added is not None:
+                    added += _RECENT.pack(docid, count, NO_DAY if day is None else day)
+                    continue
             postings = get(wid)
             if postings is None:
                 wordinfo[wid] = pair(docid, count)
@@ -630,7 +755,11 @@ class OkapiIndex(_ZopeOkapiIndex):
                     grown.append(docid, count, day)
                     wordinfo[wid] = grown
             else:
-                self._add_recent(postings, wid, docid, count, day)
+                added = _RECENT.pack(docid, count, NO_DAY if day is None else day)
+                if pending is not None:
+                    pending[wid] = bytearray(added)
+                else:
+                    self._write_pending({wid: added})
         if new_words:
             self.wordCount.change(new_words)
 

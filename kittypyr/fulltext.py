@@ -31,8 +31,8 @@ from zope.index.text import widcode
 from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
 
-from kittypyr.lexicon import (_PAIR, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count, _same_references,
-                              encode_positions, packed_postings, split_words)
+from kittypyr.lexicon import (_PAIR, _RECENT_INTS, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count,
+                              _ints, _recent_pairs, _same_references, encode_positions, packed_postings, split_words)
 from kittypyr.scored import EMPTY, Scored, all_of, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
@@ -311,14 +311,34 @@ class RankedPostings(Postings):
         elif span is not None:
             self._span = None if day is None else (day, day)
         if len(self._tail) >= self.CHUNK_PAIRS * _PAIR.size:
-            chunk = PostingsChunk(bytes(self._tail))
-            directory = self._directory
-            if directory is None:
-                self._directory = directory = ChunkDirectory()
-            directory.add(chunk, ceiling_of(chunk.data), self._span)
-            self._chunked += len(self._tail) // _PAIR.size
-            self._tail = bytearray()
-            self._span = ()
+            self._fill_chunk()
+
+    def _fill_chunk(self):
+        """The full tail becomes a chunk of its own, listed in the word's directory."""
+        chunk = PostingsChunk(bytes(self._tail))
+        directory = self._directory
+        if directory is None:
+            self._directory = directory = ChunkDirectory()
+        directory.add(chunk, ceiling_of(chunk.data), self._span)
+        self._chunked += len(self._tail) // _PAIR.size
+        self._tail = bytearray()
+        self._span = ()
+
+    def extend(self, recent):
+        """Add the postings of ``recent`` (packed _RECENT: docid, value, day), in order: ``append`` each, at once."""
+        values = _ints(recent)
+        pairs = _recent_pairs(recent)
+        days = values[2::_RECENT_INTS]
+        chunk_bytes = self.CHUNK_PAIRS * _PAIR.size
+        start = 0
+        while start < len(pairs):
+            taken = pairs[start:start + chunk_bytes - len(self._tail)]
+            first = start // _PAIR.size
+            self._span = _widened_span(self._span, days[first:first + len(taken) // _PAIR.size])
+            self._tail += taken
+            start += len(taken)
+            if len(self._tail) >= chunk_bytes:
+                self._fill_chunk()
 
     def packed_within(self, first, end):
         """The packed postings of the tail and of every chunk that may hold a message dated in [first, end) (seconds).
@@ -371,6 +391,16 @@ def span_of_days(packed, day_of):
     if None in days:
         return None
     return (min(days), max(days)) if days else ()
+
+
+def _widened_span(span, days):
+    """``span`` (a tail's: () empty, None unknown) once postings of ``days`` (NO_DAY: unknown) are added."""
+    if span is None or not days:
+        return span
+    if NO_DAY in days:
+        return None
+    low, high = min(days), max(days)
+    return (low, high) if not span else (min(span[0], low), max(span[1], high))
 
 
 def _joined_spans(one, other):

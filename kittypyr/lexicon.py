@@ -441,6 +441,11 @@ class Postings(Persistent):
             self._chunked += len(self._tail) // _PAIR.size
             self._tail = bytearray()
 
+    def extend(self, recent):
+        """Add the postings of ``recent`` (packed _RECENT: docid, value, day), in order."""
+        for docid, value, day in _RECENT.iter_unpack(recent):
+            self.append(docid, value, None if day == NO_DAY else day)
+
     def remove(self, docid):
         """Drop ``docid``'s posting; KeyError if it has none."""
         tail = _without(self._tail, docid)
@@ -703,9 +708,7 @@ class OkapiIndex(_ZopeOkapiIndex):
             if len(waiting) < held:
                 recent[wid] = bytes(waiting)
                 continue
-            postings = wordinfo[wid]
-            for docid, value, day in _RECENT.iter_unpack(waiting):
-                postings.append(docid, value, None if day == NO_DAY else day)
+            wordinfo[wid].extend(waiting)
             recent.pop(wid, None)
 
     def index_doc(self, docid, text):

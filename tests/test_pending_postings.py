@@ -134,3 +134,30 @@ def test_messages_archived_in_one_batch_are_found_by_every_word_once_committed(d
             assert _found(index, word) == expected, word
             wid = index.lexicon._wids[word]
             assert len(index.index.postings_of(wid)) == len(expected)
+
+
+@pytest.mark.parametrize("already", [0, 1, 255, 256, 300])
+@pytest.mark.parametrize("unknown_day_at", [None, 0, 40, 700])
+def test_postings_added_at_once_are_kept_as_if_added_one_by_one(already, unknown_day_at):
+    from kittypyr.fulltext import RankedPostings
+    from kittypyr.lexicon import _RECENT, NO_DAY
+
+    def day_of(n):
+        return None if n == unknown_day_at else 15000 + (n * 37) % 90
+
+    one_by_one, at_once = RankedPostings(), RankedPostings()
+    for n in range(already):
+        one_by_one.append(n, 1 << 16 | n, day_of(n))
+        at_once.append(n, 1 << 16 | n, day_of(n))
+    added = range(already, already + 800)
+    for n in added:
+        one_by_one.append(n, 1 << 16 | n, day_of(n))
+    at_once.extend(b"".join(_RECENT.pack(n, 1 << 16 | n, NO_DAY if day_of(n) is None else day_of(n)) for n in added))
+    assert at_once.packed() == one_by_one.packed()
+    assert len(at_once) == len(one_by_one) == already + 800
+    assert at_once._span == one_by_one._span
+    chunks, ceilings = at_once.ranked_chunks()
+    expected_chunks, expected_ceilings = one_by_one.ranked_chunks()
+    assert [chunk.data for chunk in chunks] == [chunk.data for chunk in expected_chunks]
+    assert ceilings == expected_ceilings
+    assert at_once._directory.spans == one_by_one._directory.spans

@@ -640,14 +640,8 @@ class _PendingAtSavepoint:
                      for key, (index, words) in pending.indexes.items()}
 
     def rollback(self):
-        indexes = self.pending.indexes
-        for key in list(indexes):
-            if key not in self.held:
-                del indexes[key]
-        for key, (index, words) in self.held.items():
-            current = indexes.setdefault(key, (index, {}))[1]
-            current.clear()
-            current.update((wid, bytearray(packed)) for wid, packed in words.items())
+        self.pending.indexes = {key: (index, {wid: bytearray(packed) for wid, packed in words.items()})
+                                for key, (index, words) in self.held.items()}
 
 
 class OkapiIndex(_ZopeOkapiIndex):
@@ -740,11 +734,12 @@ class OkapiIndex(_ZopeOkapiIndex):
         inline_max = INLINE_MAX * _PAIR.size
         new_words = 0
         pending = PendingPostings.of(self, create=True)
+        day_or_none = NO_DAY if day is None else day
         for wid, count in wid_counts:
             if pending is not None:
                 added = pending.get(wid)
                 if added is not None:
-                    added += _RECENT.pack(docid, count, NO_DAY if day is None else day)
+                    added += _RECENT.pack(docid, count, day_or_none)
                     continue
             postings = get(wid)
             if postings is None:
@@ -758,7 +753,7 @@ class OkapiIndex(_ZopeOkapiIndex):
                     grown.append(docid, count, day)
                     wordinfo[wid] = grown
             else:
-                added = _RECENT.pack(docid, count, NO_DAY if day is None else day)
+                added = _RECENT.pack(docid, count, day_or_none)
                 if pending is not None:
                     pending[wid] = bytearray(added)
                 else:

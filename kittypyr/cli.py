@@ -209,6 +209,20 @@ def _list_address(command, value):
     return list_address
 
 
+def import_cache_size(env, command, config):
+    """The kittypyr.import_cache_size_bytes setting in bytes; None, said on stderr, when it is not a size."""
+    from kittypyr.importing import DEFAULT_IMPORT_CACHE_BYTES, byte_size
+
+    setting = env["registry"].settings.get("kittypyr.import_cache_size_bytes")
+    if setting is None or not str(setting).strip():
+        return DEFAULT_IMPORT_CACHE_BYTES
+    try:
+        return byte_size(setting)
+    except ValueError as exc:
+        print(f"kittypyr {command}: kittypyr.import_cache_size_bytes in {config}: {exc}", file=sys.stderr)
+        return None
+
+
 def command_import(args):
     from kittypyr.importing import import_mail
 
@@ -216,6 +230,9 @@ def command_import(args):
     if list_address is None:
         return 2
     with _environment(args.config) as env:
+        cache_size_bytes = import_cache_size(env, "import", args.config)
+        if cache_size_bytes is None:
+            return 2
         policy_line = _commit_prepared_list(env, list_address, args.policy)
         report = import_mail(
             env["root"],
@@ -225,6 +242,7 @@ def command_import(args):
             batch_size=args.batch_size,
             workers=args.workers,
             progress=not args.quiet,
+            cache_size_bytes=cache_size_bytes,
         )
         if policy_line.startswith("new list") and not report.total("read"):
             policy_line = _forget_unread_list(env, list_address) or policy_line

@@ -9,7 +9,8 @@ from kittypyr.hyperkitty.migrate import migrate
 
 
 def command_import_hyperkitty(args):
-    from kittypyr.cli import _environment
+    from kittypyr.cli import _environment, import_cache_size
+    from kittypyr.importing import import_cache
 
     try:
         connection = open_database(args.database_url)
@@ -18,7 +19,11 @@ def command_import_hyperkitty(args):
         return 2
     try:
         with _environment(args.config) as env:
-            report = migrate(env["root"], connection, env["registry"], commit=transaction.manager.commit)
+            cache_size_bytes = import_cache_size(env, "import-hyperkitty", args.config)
+            if cache_size_bytes is None:
+                return 2
+            with import_cache(env["root"]._p_jar, cache_size_bytes):
+                report = migrate(env["root"], connection, env["registry"], commit=transaction.manager.commit)
     finally:
         connection.close()
     for line in report.summary():

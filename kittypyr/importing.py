@@ -76,14 +76,15 @@ def byte_size(text):
 
 @contextlib.contextmanager
 def import_cache(connection, size_bytes):
-    """The connection's cache bound raised to ``size_bytes`` while the block runs (None: left as it is).
+    """The connection's cache bound raised to ``size_bytes`` within the ``with`` (None: left as it is).
 
     The bound is the database's, for each of its connections: a command
     has one. It is put back, and the cache brought down to it, at the end.
     """
     database = connection.db()
     saved = database.getCacheSize(), database.getCacheSizeBytes()
-    if size_bytes is None or 0 < saved[1] >= size_bytes:
+    # A byte bound of 0 is none: the cache was bounded by number alone.
+    if size_bytes is None or (saved[1] and saved[1] >= size_bytes):
         yield
         return
     database.setCacheSizeBytes(size_bytes)

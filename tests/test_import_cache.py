@@ -91,7 +91,7 @@ def test_later_batches_read_again_little_of_what_earlier_ones_read(tmp_path, con
     ("128MB", 128 << 20), ("512kb", 512 << 10), ("1 GB", 1 << 30), ("2g", 2 << 30), ("4096", 4096),
     (" 64M ", 64 << 20),
 ])
-def test_sizes_read_as_zodburi_reads_them(text, size):
+def test_sizes_in_bytes_kilobytes_megabytes_gigabytes(text, size):
     assert byte_size(text) == size
 
 

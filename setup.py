@@ -9,6 +9,8 @@ with open(os.path.join(here, "README.md"), encoding="utf-8") as f:
 requires = [
     "pyramid>=2.0",
     "pyramid_chameleon",
+    # Reads the .ini file for the commands (kittypyr.configfile); Pyramid's own dependency.
+    "plaster_pastedeploy",
     "pyramid_tm",
     "pyramid_retry",
     "pyramid_zodbconn",

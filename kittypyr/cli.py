@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 import transaction
 from plaster.exceptions import PlasterError
-from pyramid.paster import bootstrap, get_appsettings, setup_logging
 from pyramid_zodbconn import get_connection
 from repoze.catalog.query import Eq
 from zc.lockfile import LockError
@@ -27,6 +26,7 @@ import kittypyr
 from kittypyr import StorageInUse, storage_unwritable, upkeep
 from kittypyr.hyperkitty import command as hyperkitty_command
 from kittypyr.catalog import reindex_archive, search
+from kittypyr.configfile import app_settings, bootstrap, setup_logging
 from kittypyr.importing import DEFAULT_BATCH
 from kittypyr.packing import note_packed, pack_storage
 from kittypyr.people import rebuild_people
@@ -100,7 +100,7 @@ def config_problem(config):
             f"there is no configuration file {path}"
         return f"{what}: give the .ini file the web server runs with (such as development.ini or production.ini)"
     try:
-        settings = get_appsettings(config)
+        settings = app_settings(config)
     except (PlasterError, configparser.Error, LookupError):
         # PlasterError: no loader for the file's kind (not an .ini); configparser.Error:
         # not in .ini syntax; LookupError: no [app:main] section.
@@ -119,7 +119,7 @@ def storage_problem(config):
     """
     from kittypyr.backup import file_storage_of
 
-    uri = get_appsettings(config)["zodbconn.uri"].strip()
+    uri = app_settings(config)["zodbconn.uri"].strip()
     if urlsplit(uri).scheme != "file":
         return None
     paths = file_storage_of(uri)
@@ -364,10 +364,8 @@ def command_pack(args):
             before, after = pack_storage(db, args.days)
         db.close()
     except LockError:
-        from pyramid.paster import get_appsettings
-
         advice = "stop the web server first"
-        if get_appsettings(args.config).get("kittypyr.mailman_url", "").strip():
+        if app_settings(args.config).get("kittypyr.mailman_url", "").strip():
             # Site administrators log in through Mailman: a stand-alone archive has no such page.
             advice += ", or pack from its administration page (/admin/, Pack now), which packs while it serves"
         print(f"kittypyr pack: the storage is in use by another process: {advice}", file=sys.stderr)

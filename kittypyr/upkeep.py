@@ -144,11 +144,10 @@ def _retry_held(archive, registry):
 
 
 def _file_storage(config):
-    from pyramid.paster import get_appsettings
-
     from kittypyr.backup import file_storage_of
+    from kittypyr.configfile import app_settings
 
-    return file_storage_of(get_appsettings(config)["zodbconn.uri"])
+    return file_storage_of(app_settings(config)["zodbconn.uri"])
 
 
 def command_backup(args):

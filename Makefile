@@ -47,8 +47,11 @@ serve: install
 	@$(BIN)/python -m kittypyr.listen_check $(CONFIG)
 	PYTHONWARNINGS="ignore:pkg_resources is deprecated:UserWarning" $(BIN)/pserve $(CONFIG)
 
+# One test process per core, up to four, each given whole files, so that a
+# file's servers and fixtures start once; each process starts the servers
+# (Mailman core, PostgreSQL, HyperKitty, Chromium) its files need.
 test: install-test /usr/bin/chromium /usr/sbin/nginx postgresql mailman-venv hyperkitty-venv
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n auto --maxprocesses=4 --dist loadfile tests
 
 bench: install
 	$(BIN)/python bench/import.py $(or $(CORPUS),../shared/corpora/linux-mips-2005-2012.mbox.gz)

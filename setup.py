@@ -41,6 +41,8 @@ postgresql_require = ["RelStorage>=4.0", "psycopg2-binary"]
 
 tests_require = postgresql_require + [
     "pytest",
+    # make test runs the tests in as many processes as the machine has cores (up to four).
+    "pytest-xdist",
     "WebTest",
     "playwright",
     "aiosmtpd",

@@ -13,7 +13,7 @@ import ZODB
 from ZODB.FileStorage import FileStorage
 
 from kittypyr.catalog import make_message_text_index
-from kittypyr.lexicon import _PAIR, INLINE_MAX, RECENT_MAX, packed_postings
+from kittypyr.lexicon import _PAIR, _RECENT, BATCH_WORDS, INLINE_MAX, RECENT_MAX, RECENT_MAX_IN_BATCH, packed_postings
 
 OLD = set(range(1, INLINE_MAX + 3))  # past INLINE_MAX: "heron" has a record of its own
 
@@ -43,6 +43,62 @@ def _postings(index, word):
     """The (docid, value) pairs of ``word`` as a reader gets them."""
     wid = index.lexicon._wids[word]
     return sorted(_PAIR.iter_unpack(packed_postings(index.index.postings_of(wid))))
+
+
+
+def _record(index, word):
+    """The record of the large word ``word``."""
+    return index.index._wordinfo[index.lexicon._wids[word]]
+
+
+def test_an_import_batch_leaves_the_records_of_words_it_met_a_few_dozen_times_unwritten(db):
+    # A batch meets thousands of large words, most of them a few times:
+    # loading and rewriting each one's record cost more than the rest of
+    # the batch in a large archive. Their postings wait instead.
+    many = [f"tern{n}" for n in range(BATCH_WORDS)]
+    first = set(range(1000, 1000 + INLINE_MAX + 1))
+    with db.transaction() as connection:
+        index = connection.root()["text"]
+        for docid in first:
+            index.index_doc(docid, " ".join(many))
+    with db.transaction() as connection:
+        index = connection.root()["text"]
+        serials = {word: _record(index, word)._p_serial for word in ("heron", many[0], many[-1])}
+    # More than RECENT_MAX, and with the one "heron" has waiting since the
+    # fixture, fewer than RECENT_MAX_IN_BATCH.
+    added = set(range(2000, 2040))
+    assert RECENT_MAX < len(added) < RECENT_MAX_IN_BATCH - 1
+    with db.transaction() as connection:
+        index = connection.root()["text"]
+        for docid in added:
+            index.index_doc(docid, "heron " + " ".join(many))
+    with db.transaction() as connection:
+        index = connection.root()["text"]
+        assert {word: _record(index, word)._p_serial for word in serials} == serials
+        assert _found(index, "heron") == OLD | added
+        assert _found(index, many[-1]) == first | added
+        assert len(index.index.postings_of(index.lexicon._wids[many[0]])) == len(first | added)
+
+
+def test_one_message_at_a_time_a_large_word_joins_its_record_recent_max_postings_at_a_time(db):
+    # One message's transaction rewrites the buckets of the recent postings
+    # its words are in: they stay small while no word waits long.
+    with db.transaction() as connection:
+        index = connection.root()["text"]
+        serial = _record(index, "heron")._p_serial
+        waiting = len(index.index._recent.get(index.lexicon._wids["heron"], b"")) // _RECENT.size
+    added = range(100, 100 + RECENT_MAX - waiting)
+    for docid in added:
+        with db.transaction() as connection:
+            index = connection.root()["text"]
+            if docid == added[-1]:
+                assert _record(index, "heron")._p_serial == serial
+            index.index_doc(docid, "heron")
+    with db.transaction() as connection:
+        index = connection.root()["text"]
+        assert _record(index, "heron")._p_serial != serial
+        assert index.index._recent.get(index.lexicon._wids["heron"]) is None
+        assert _found(index, "heron") == OLD | set(added)
 
 
 def test_a_transaction_finds_what_it_posted_and_the_commit_stores_it_as_posted_one_by_one(db):

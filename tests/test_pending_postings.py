@@ -45,7 +45,6 @@ def _postings(index, word):
     return sorted(_PAIR.iter_unpack(packed_postings(index.index.postings_of(wid))))
 
 
-
 def _record(index, word):
     """The record of the large word ``word``."""
     return index.index._wordinfo[index.lexicon._wids[word]]

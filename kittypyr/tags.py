@@ -13,10 +13,9 @@ import re
 from datetime import datetime, timezone
 
 from pyramid.traversal import find_root, traversal_path
-from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from repoze.catalog.query import Any, Eq
 
-from kittypyr.catalog import Narrowed, _unindexed_as_tree, search_page
+from kittypyr.catalog import CompactKeywordIndex, Narrowed, _unindexed_as_tree, search_page
 from kittypyr.events import IThreadMerged, ObjectModified, notify
 from kittypyr.resources import Thread
 from kittypyr.resources.community import HIGHEST
@@ -74,7 +73,7 @@ def get_tags(obj, default):
 
 
 def make_tags_index():
-    return _unindexed_as_tree(CatalogKeywordIndex(get_tags))
+    return _unindexed_as_tree(CompactKeywordIndex(get_tags))
 
 
 class TooManyTags(ValueError):

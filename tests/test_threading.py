@@ -192,3 +192,59 @@ def test_a_message_naming_thousands_of_missing_ancestors_waits_for_the_nearest_f
     archive_message(mailing_list, post(2998, 0, [0]))  # the nearest but one arrives
     transaction.commit()
     assert mailing_list.messages[h(1)].parent == h(2998)
+
+
+def _reloaded(thread):
+    """``thread`` read again from the storage, as another process would find it."""
+    thread._p_deactivate()
+    return thread
+
+
+def _records_written(archive, raw):
+    """The records a commit writes when ``raw`` is archived."""
+    storage = archive._p_jar.db().storage
+    archive_message(archive.lists[LIST], raw)
+    transaction.commit()
+    serial = storage.lastTransaction()
+    return sum(len(list(record)) for record in storage.iterator(serial, serial))
+
+
+def test_a_small_thread_is_one_record_and_a_large_one_spreads_over_trees(archive):
+    from persistent import Persistent
+
+    from kittypyr.resources.thread import SMALL_THREAD
+
+    mailing_list = archive_all(archive, [post(0), post(1, 0, [0]), post(2, 1, [0, 1])])
+    thread = mailing_list.threads[h(0)]
+    # Its members and replies were two BTrees of their own, written with
+    # the thread for every reply.
+    assert not isinstance(thread.members, Persistent) and not isinstance(thread.children, Persistent)
+    with_reply = _records_written(archive, post(3, 0, [0]))
+    alone = _records_written(archive, post(1000))
+    assert with_reply < alone, (with_reply, alone)
+    assert [n for n, _ in _reloaded(thread).walk()] == [h(0), h(1), h(2), h(3)]
+    assert set(thread.members) == {h(0), h(1), h(2), h(3)} and len(thread) == 4
+    later = list(range(4, SMALL_THREAD + 10))
+    archive_all(archive, [post(n, n - 1, [n - 1]) for n in reversed(later)])
+    _reloaded(thread)
+    assert isinstance(thread.members, Persistent) and isinstance(thread.children, Persistent)
+    assert [n for n, _ in thread.walk()] == [h(n) for n in range(SMALL_THREAD + 10)]
+    assert len(thread.members) == len(thread) == SMALL_THREAD + 10
+
+
+def test_a_thread_stored_as_trees_by_an_older_kittypyr_takes_replies_and_loses_messages(archive):
+    from BTrees.OOBTree import OOBTree, OOTreeSet
+
+    from kittypyr import moderation
+    from kittypyr.security import User
+
+    mailing_list = archive_all(archive, [post(0), post(1, 0, [0])])
+    thread = mailing_list.threads[h(0)]
+    thread.members, thread.children = OOTreeSet(thread.members), OOBTree(thread.children)
+    transaction.commit()
+    archive_all(archive, [post(2, 1, [0, 1])])
+    assert [n for n, _ in _reloaded(thread).walk()] == [h(0), h(1), h(2)]
+    moderation.delete_messages(mailing_list, [h(1)], User("mod@example.org", "Mod"))
+    transaction.commit()
+    assert [n for n, _ in _reloaded(thread).walk()] == [h(0), h(2)]
+    assert set(thread.members) == {h(0), h(2)}

@@ -8,6 +8,22 @@ from persistent import Persistent
 # The key under which a thread keeps its top-level messages in ``children``.
 ROOTS = ""
 
+# Up to this many messages a thread keeps its members and its tree of
+# replies in its own record, as a set and a dict: the thread's record is
+# rewritten with every new message anyway, and as BTrees of their own
+# they were two more records a thread, written with it every time (most
+# threads are a few messages). A larger thread's are BTrees, in which a
+# new message rewrites a bucket, not the whole. (30 is what an OOBTree
+# holds in one bucket, the size from which a tree spreads over records.)
+SMALL_THREAD = 30
+
+
+def _members_and_children(members, children):
+    """``members`` (names) and ``children`` (parent -> entries) in the form a thread of their size keeps."""
+    if len(members) > SMALL_THREAD:
+        return OOTreeSet(members), OOBTree(children)
+    return set(members), dict(children)
+
 
 def month_of(date):
     return f"{date.year:04d}-{date.month:02d}"
@@ -45,10 +61,15 @@ class Thread(Persistent):
         self.subject = ""
         self.date_started = None
         self.last_date = None
-        self.members = OOTreeSet()
+        # A set and a dict while the thread is small, then BTrees (see
+        # SMALL_THREAD). Changing the set or the dict in place does not mark
+        # the thread changed by itself: every method that does so also
+        # assigns another attribute (the count, the months) in the same
+        # transaction, which does.
+        self.members = set()
         self._count = 0
         # parent hash (ROOTS for top-level messages) -> sorted tuple of (timestamp, hash)
-        self.children = OOBTree()
+        self.children = {}
         # Small plain dicts: the thread record is rewritten on every new
         # message anyway, and separate BTrees would triple its object count.
         self.months = {}
@@ -86,6 +107,8 @@ class Thread(Persistent):
             self.last_date = message.date
         if parent == ROOTS:
             self._refresh_starter()
+        if self._count > SMALL_THREAD and not isinstance(self.members, OOTreeSet):
+            self.members, self.children = _members_and_children(self.members, self.children)
 
     def remove_message(self, message):
         """Forget ``message`` alone; its children become children of its parent."""
@@ -174,7 +197,6 @@ class Thread(Persistent):
         message whose parent is not among them is a first message.
         """
         names = {message.__name__ for message in messages}
-        self.members = OOTreeSet(names)
         self._count = len(names)
         children = collections.defaultdict(list)
         months = collections.Counter()
@@ -185,7 +207,8 @@ class Thread(Persistent):
             months[month_of(message.date)] += 1
             if message.sender_address:
                 participants[message.sender_address] += 1
-        self.children = OOBTree({parent: tuple(sorted(entries)) for parent, entries in children.items()})
+        self.members, self.children = _members_and_children(
+            names, {parent: tuple(sorted(entries)) for parent, entries in children.items()})
         self.months = dict(months)
         self.participants = dict(participants)
         self.last_date = max((message.date for message in messages), default=None)

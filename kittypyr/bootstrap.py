@@ -171,30 +171,32 @@ def add_dated_posts(archive):
         date_known_posts(archive)
 
 
-def compact_keyword_entries(archive):
-    """Version 13: the keyword indexes keep each document's keywords in the bucket that maps it.
+def inline_small_catalog_entries(archive):
+    """Version 13: catalog entries a message or a thread has alone or with a few live in the bucket that maps them.
 
-    Each is replaced by a ``CompactKeywordIndex`` holding the same trees:
-    no message is read, and entries stored as sets are read as they are
+    The keyword indexes keep each document's keywords as a tuple, and the
+    thread index each thread's docids as a tuple while it is small, where
+    both were records of their own (a fifth of an archive's records).
+    Each index is moved into its new class with its trees as they are: no
+    message is read, and the entries stored before are read as they are
     until their document is indexed again.
     """
-    from repoze.catalog.indexes.keyword import CatalogKeywordIndex
-
-    from kittypyr.catalog import COMPACT_KEYWORD_INDEXES, compact_keywords
+    from kittypyr.catalog import INLINE_ENTRY_INDEXES, moved_into
 
     if archive.catalog is None:
         return
-    for name in COMPACT_KEYWORD_INDEXES:
+    for name, (older_class, index_class) in INLINE_ENTRY_INDEXES.items():
         index = archive.catalog.get(name)
-        if type(index) is CatalogKeywordIndex:
-            archive.catalog[name] = compact_keywords(index)
+        if type(index) is older_class:
+            archive.catalog[name] = moved_into(index_class, index)
 
 
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
-                date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts, compact_keyword_entries]
+                date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts,
+                inline_small_catalog_entries]
 
 
 def bootstrap_archive(zodb_root, registry):

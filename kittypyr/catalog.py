@@ -130,14 +130,19 @@ def get_is(obj, default):
 
 
 class SparseFieldIndex(CatalogFieldIndex):
-    """A field index for values that nearly every document has its own of.
+    """A field index for values that each document has alone or shares with a few.
 
     repoze.catalog maps each value to a set of docids, a record of its own:
     with dates, one new record per document and per commit. Here a value
-    held by a single document maps to that docid itself, and becomes a set
-    when a second document shares it. Queries and sorting answer as
-    CatalogFieldIndex does (BTrees' multiunion takes docids and sets alike).
+    held by a single document maps to that docid itself, one held by a few
+    (a thread and its first message share a date) to a sorted tuple of
+    them, both kept in the bucket that maps the value; a value shared by
+    more than SHARED_INLINE documents gets a set. Queries and sorting
+    answer as CatalogFieldIndex does (BTrees' multiunion takes docids,
+    tuples and sets alike).
     """
+
+    SHARED_INLINE = 8
 
     def index_doc(self, docid, obj):
         # CatalogIndex.index_doc, then FieldIndex.index_doc, for this layout.
@@ -164,7 +169,11 @@ class SparseFieldIndex(CatalogFieldIndex):
         if docids is None:
             fwd_index[value] = docid
         elif type(docids) is int:
-            fwd_index[value] = self.family.IF.TreeSet((docids, docid))
+            fwd_index[value] = tuple(sorted((docids, docid)))
+        elif type(docids) is tuple:
+            if docid not in docids:
+                shared = tuple(sorted(docids + (docid,)))
+                fwd_index[value] = shared if len(shared) <= self.SHARED_INLINE else self.family.IF.TreeSet(shared)
         else:
             docids.insert(docid)
         self._num_docs.change(1)
@@ -186,12 +195,26 @@ class SparseFieldIndex(CatalogFieldIndex):
         if type(docids) is int:
             if docids == docid:
                 del fwd_index[value]
+        elif type(docids) is tuple:
+            rest = tuple(other for other in docids if other != docid)
+            if len(rest) != len(docids):
+                if len(rest) > 1:
+                    fwd_index[value] = rest
+                elif rest:
+                    fwd_index[value] = rest[0]
+                else:
+                    del fwd_index[value]
         elif docids is not None:
             if docid in docids:
                 docids.remove(docid)
             if not docids:
                 del fwd_index[value]
         self._num_docs.change(-1)
+
+    def documents_with(self, value):
+        """The docids of the documents indexed under ``value`` (an iterable; empty when none)."""
+        docids = self._fwd_index.get(value, ())
+        return (docids,) if type(docids) is int else docids
 
     def scan_forward(self, docids, limit=None):
         def each_docid():
@@ -256,17 +279,27 @@ class CompactKeywordIndex(CatalogKeywordIndex):
     reindex_doc = index_doc
 
 
-# The keyword indexes kittypyr declares, made as CompactKeywordIndex; an
-# archive's older ones are converted by kittypyr.bootstrap.
-COMPACT_KEYWORD_INDEXES = ("file", "is", "tags")
+# The indexes kittypyr declares whose entries an older kittypyr kept as
+# records of their own: the class it was made of, and the class it is
+# made of now. An archive's older ones are moved by kittypyr.bootstrap.
+INLINE_ENTRY_INDEXES = {
+    "file": (CatalogKeywordIndex, CompactKeywordIndex),
+    "is": (CatalogKeywordIndex, CompactKeywordIndex),
+    "tags": (CatalogKeywordIndex, CompactKeywordIndex),
+    "thread": (CatalogFieldIndex, SparseFieldIndex),
+}
 
 
-def compact_keywords(index):
-    """A CompactKeywordIndex holding ``index``'s entries as they are: no document is read."""
-    compact = CompactKeywordIndex(index.discriminator)
+def moved_into(index_class, index):
+    """An ``index_class`` holding ``index``'s trees as they are: no document is read.
+
+    For the classes above, which read the entries their base classes
+    wrote and write their own from then on.
+    """
+    moved = index_class(index.discriminator)
     for name in ("_fwd_index", "_rev_index", "_num_docs", "_not_indexed"):
-        setattr(compact, name, getattr(index, name))
-    return compact
+        setattr(moved, name, getattr(index, name))
+    return moved
 
 
 _MISSING = object()
@@ -319,7 +352,7 @@ def default_index_factories():
         "size": _field(get_size),
         "month": _field(get_month),
         "sender": _field(get_sender),
-        "thread": _field(get_thread),
+        "thread": _field(get_thread, SparseFieldIndex),
         "has_attachment": _field(get_has_attachment),
         "text": make_message_text_index,
         "file": _field(get_files, CompactKeywordIndex),

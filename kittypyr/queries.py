@@ -36,7 +36,7 @@ def newest_messages(mailing_list, limit):
     """
     archive = find_root(mailing_list)
     catalog = archive.catalog
-    members = catalog["thread"]._fwd_index.get
+    members = catalog["thread"].documents_with
     list_of, kind_of = catalog["list"]._rev_index.get, catalog["kind"]._rev_index.get
     date_of = catalog["date"]._rev_index.get
     address = mailing_list.address
@@ -44,7 +44,7 @@ def newest_messages(mailing_list, limit):
     for negated_last, key in activity_of(mailing_list).by_activity.keys():
         if len(newest) == limit and -negated_last < newest[0][0]:
             break
-        for docid in members(key, ()):
+        for docid in members(key):
             if list_of(docid) != address or kind_of(docid) != "message":
                 continue
             entry = (date_of(docid), docid)

@@ -195,7 +195,7 @@ def page_of_threads(archive, found, sort, start, size, widen=None):
     page = shown[start:wanted]
     matches = []
     for (address, key), _ in page:
-        members = catalog["thread"]._fwd_index.get(key, ())
+        members = catalog["thread"].documents_with(key)
         members = sorted(docid for docid in members if list_of(docid) == address)
         if best_only is not None:
             matches.append(len(best_only.matching(members)))

@@ -1,17 +1,25 @@
-"""The keyword indexes (``is:``, ``file:``, tags) keep no record of their own for each message."""
+"""Catalog entries a message or a thread has alone or with a few live in the bucket that maps them.
+
+The keyword indexes (``is:``, ``file:``, tags) kept each document's
+keywords, and the thread and date indexes each small thread's or shared
+date's docids, in records of their own: one or more records written for
+every message, a fifth of a large archive's records.
+"""
 
 import transaction
 from BTrees.IOBTree import IOBTree
 from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
+from repoze.catalog.indexes.field import CatalogFieldIndex
 from pyramid.scripting import prepare
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from ZODB.utils import get_pickle_metadata
 
 from kittypyr import moderation
 from kittypyr.archiving import archive_message, ensure_mailing_list
-from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, bootstrap_archive, compact_keyword_entries
-from kittypyr.catalog import COMPACT_KEYWORD_INDEXES, CompactKeywordIndex
+from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, bootstrap_archive, inline_small_catalog_entries
+from kittypyr.catalog import INLINE_ENTRY_INDEXES
+from kittypyr.queries import newest_messages
 from kittypyr.msgid import message_id_hash
 from kittypyr.security import User
 from tests.test_app import make_app
@@ -39,20 +47,50 @@ def _archive_one(app, raw):
         return _classes_written(archive)
 
 
-def test_archiving_a_patch_and_a_reply_writes_no_keyword_set_and_is_and_file_find_them(tmp_path):
+def test_archiving_a_patch_and_a_reply_writes_no_set_of_entries_and_is_file_and_thread_find_them(tmp_path):
     app = make_app(tmp_path)
     try:
         _archive_one(app, mail(1, "The first message.\n"))
         written = _archive_one(app, mail(2, PATCH, subject="[PATCH] smp"))
         written += _archive_one(app, mail(3, SIMILAR_PATCH, subject="Re: [PATCH] smp", reply_to=2))
-        # zope.index's keyword index wrote an OO.Set record for each
-        # message's keywords ("patch", "reply", "first", its files).
+        # Each message wrote an OO.Set of its keywords ("patch", "reply",
+        # "first", its files).
         assert "BTrees.OOBTree.OOSet" not in written
         assert found(app, "is:patch")[0] == [2, 3]
         assert found(app, "is:reply")[0] == [3]
         assert found(app, "is:first")[0] == [1, 2]
         assert found(app, "file:smp.c")[0] == [2]
         assert found(app, "file:arch/mips/kernel")[0] == [2, 3]
+        with prepare(registry=app.registry) as env:
+            mailing_list = env["root"].lists[DEV]
+            assert [m.message_id for m in newest_messages(mailing_list, 2)] == ["r3@example.org", "r2@example.org"]
+            thread = mailing_list.threads[message_id_hash("<r2@example.org>")]
+            # A new thread had a set of its docids, and one of the docids
+            # sharing its date (the thread's and its first message's).
+            catalog = env["root"].catalog
+            assert type(catalog["thread"]._fwd_index[thread.__name__]) is tuple
+            assert type(catalog["date"]._fwd_index[int(thread.date_started.timestamp())]) is tuple
+            assert [name for name, _ in thread.walk()] == [message_id_hash("<r2@example.org>"),
+                                                             message_id_hash("<r3@example.org>")]
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
+def test_a_thread_past_a_few_messages_gets_a_set_and_its_messages_are_all_found(tmp_path):
+    app = make_app(tmp_path)
+    try:
+        _archive_one(app, mail(20, "Start.\n", subject="Long"))
+        for n in range(21, 35):
+            _archive_one(app, mail(n, f"Reply {n}.\n", subject="Re: Long", reply_to=n - 1))
+        with prepare(registry=app.registry) as env:
+            mailing_list = env["root"].lists[DEV]
+            newest = [m.message_id for m in newest_messages(mailing_list, 20)]
+            assert newest == [f"r{n}@example.org" for n in range(34, 19, -1)]
+            moderation.delete_messages(mailing_list, [message_id_hash(f"<r{n}@example.org>") for n in range(25, 35)],
+                                       MOD, registry=app.registry)
+            transaction.commit()
+            newest = [m.message_id for m in newest_messages(mailing_list, 20)]
+            assert newest == [f"r{n}@example.org" for n in range(24, 19, -1)]
     finally:
         app.registry._zodb_databases[""].close()
 
@@ -78,32 +116,41 @@ def test_a_message_whose_parent_comes_later_or_that_is_deleted_leaves_the_keywor
         app.registry._zodb_databases[""].close()
 
 
-def _as_older_kittypyr_made_it(index):
-    """``index``'s entries in a CatalogKeywordIndex, each document's keywords an OO.Set."""
-    old = CatalogKeywordIndex(index.discriminator)
+def _as_older_kittypyr_made_it(index, older_class):
+    """``index``'s entries in an ``older_class``, each document's keywords or each value's docids a set."""
+    old = older_class(index.discriminator)
     old._not_indexed = index._not_indexed
-    old._fwd_index = OOBTree(index._fwd_index)
-    old._rev_index = IOBTree({docid: old.family.OO.Set(words) for docid, words in index._rev_index.items()})
+    if older_class is CatalogKeywordIndex:
+        old._fwd_index = OOBTree(index._fwd_index)
+        old._rev_index = IOBTree({docid: old.family.OO.Set(words) for docid, words in index._rev_index.items()})
+    else:
+        old._fwd_index = OOBTree({value: old.family.IF.TreeSet(index.documents_with(value))
+                                  for value in index._fwd_index.keys()})
+        old._rev_index = IOBTree(index._rev_index)
     old._num_docs = Length(index._num_docs())
     return old
 
 
-def test_an_archive_whose_keyword_indexes_hold_sets_is_upgraded_without_reading_a_message(tmp_path):
+def test_an_archive_whose_indexes_hold_sets_is_upgraded_without_reading_a_message(tmp_path):
     app = make_app(tmp_path)
     try:
         _archive_one(app, mail(2, PATCH, subject="[PATCH] smp"))
         _archive_one(app, mail(6, SIMILAR_PATCH, subject="smpboot"))
+        _archive_one(app, mail(8, "Which one?\n", subject="Re: smpboot", reply_to=6))
         with prepare(registry=app.registry) as env:
             root = env["root"]._p_jar.root()
             catalog = root[ROOT_KEY].catalog
-            for name in COMPACT_KEYWORD_INDEXES:
-                catalog[name] = _as_older_kittypyr_made_it(catalog[name])
-            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(compact_keyword_entries)
+            for name, (older_class, _) in INLINE_ENTRY_INDEXES.items():
+                catalog[name] = _as_older_kittypyr_made_it(catalog[name], older_class)
+            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(inline_small_catalog_entries)
             transaction.commit()
             archive = bootstrap_archive(root, app.registry)
             transaction.commit()
             assert archive.schema_version == len(EVOLVE_STEPS)
-            assert all(type(archive.catalog[name]) is CompactKeywordIndex for name in COMPACT_KEYWORD_INDEXES)
+            assert all(type(archive.catalog[name]) is index_class
+                       for name, (_, index_class) in INLINE_ENTRY_INDEXES.items())
+            assert [m.message_id for m in newest_messages(archive.lists[DEV], 3)] == [
+                "r8@example.org", "r6@example.org", "r2@example.org"]
         assert found(app, "is:patch")[0] == [2, 6]
         assert found(app, "file:arch/mips/kernel")[0] == [2, 6]
         # An entry stored as a set is read as one when its message leaves.
@@ -115,7 +162,7 @@ def test_an_archive_whose_keyword_indexes_hold_sets_is_upgraded_without_reading_
         assert found(app, "file:smpboot.c")[0] == []
         written = _archive_one(app, mail(7, SIMILAR_PATCH, subject="Re: [PATCH] smp", reply_to=2))
         assert "BTrees.OOBTree.OOSet" not in written
-        assert found(app, "is:reply")[0] == [7]
+        assert found(app, "is:reply")[0] == [7, 8]
         assert found(app, "file:smpboot.c")[0] == [7]
     finally:
         app.registry._zodb_databases[""].close()

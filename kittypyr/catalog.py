@@ -146,18 +146,11 @@ class SparseFieldIndex(CatalogFieldIndex):
 
     def index_doc(self, docid, obj):
         # CatalogIndex.index_doc, then FieldIndex.index_doc, for this layout.
-        if callable(self.discriminator):
-            value = self.discriminator(obj, _MISSING)
-        else:
-            value = getattr(obj, self.discriminator, _MISSING)
+        value = _value_to_index(self, docid, obj)
         if value is _MISSING:
-            self.unindex_doc(docid)
-            self._not_indexed.add(docid)
             return None
         if isinstance(value, (Persistent, Broken)):
             raise ValueError(f"Catalog cannot index persistent or broken object {value}")
-        if docid in self._not_indexed:
-            self._not_indexed.remove(docid)
         rev_index = self._rev_index
         old = rev_index.get(docid, _MISSING)
         if old is not _MISSING:
@@ -241,18 +234,11 @@ class CompactKeywordIndex(CatalogKeywordIndex):
 
     def index_doc(self, docid, obj):
         # CatalogIndex.index_doc, then KeywordIndex.index_doc, for this layout.
-        if callable(self.discriminator):
-            value = self.discriminator(obj, _MISSING)
-        else:
-            value = getattr(obj, self.discriminator, _MISSING)
+        value = _value_to_index(self, docid, obj)
         if value is _MISSING:
-            self.unindex_doc(docid)
-            self._not_indexed.add(docid)
             return None
         if isinstance(value, str):
             raise TypeError("keywords must be a list or tuple of strings")
-        if docid in self._not_indexed:
-            self._not_indexed.remove(docid)
         old = self._rev_index.get(docid)
         if not value:
             if old:
@@ -303,6 +289,24 @@ def moved_into(index_class, index):
 
 
 _MISSING = object()
+
+
+def _value_to_index(index, docid, obj):
+    """What ``index``'s discriminator gives for ``obj``, or _MISSING (the docid then noted as not indexed).
+
+    CatalogIndex.index_doc's first half, for the indexes above that store
+    their entries their own way.
+    """
+    if callable(index.discriminator):
+        value = index.discriminator(obj, _MISSING)
+    else:
+        value = getattr(obj, index.discriminator, _MISSING)
+    if value is _MISSING:
+        index.unindex_doc(docid)
+        index._not_indexed.add(docid)
+    elif docid in index._not_indexed:
+        index._not_indexed.remove(docid)
+    return value
 
 
 def _unindexed_as_tree(index):

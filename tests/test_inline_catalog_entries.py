@@ -10,7 +10,6 @@ import transaction
 from BTrees.IOBTree import IOBTree
 from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
-from repoze.catalog.indexes.field import CatalogFieldIndex
 from pyramid.scripting import prepare
 from repoze.catalog.indexes.keyword import CatalogKeywordIndex
 from ZODB.utils import get_pickle_metadata
@@ -19,8 +18,8 @@ from kittypyr import moderation
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, bootstrap_archive, inline_small_catalog_entries
 from kittypyr.catalog import INLINE_ENTRY_INDEXES
-from kittypyr.queries import newest_messages
 from kittypyr.msgid import message_id_hash
+from kittypyr.queries import newest_messages
 from kittypyr.security import User
 from tests.test_app import make_app
 from tests.test_search_recall import DEV, PATCH, SIMILAR_PATCH, found, mail

@@ -107,6 +107,49 @@ def process_memory_mb(pid, field="VmRSS"):
     return 0.0
 
 
+def children_of(pid):
+    """The pids of the processes ``pid`` started that still run (read from each ``/proc/PID/stat``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                # The command's name, in parentheses, may hold spaces: the parent's pid follows its last ")".
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid:
+            found.append(int(entry))
+    return found
+
+
+class PeakWatch:
+    """The peak RSS of a running process and of the largest of its children, sampled.
+
+    Not wait4's ``ru_maxrss``: a process started by fork or vfork and exec
+    keeps as its own peak what its parent held when it started (the whole
+    corpus, for bench/scale.py), so a child's figure from it says nothing
+    of the child. Each process's own high-water mark (``VmHWM``) is read
+    instead, on every ``sample()``, for as long as it runs.
+    """
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.own = 0.0
+        self.children = {}
+
+    def sample(self):
+        self.own = max(self.own, process_memory_mb(self.pid, "VmHWM"))
+        for child in children_of(self.pid):
+            peak = process_memory_mb(child, "VmHWM")
+            self.children[child] = max(self.children.get(child, 0.0), peak)
+
+    @property
+    def largest_child(self):
+        return max(self.children.values(), default=0.0)
+
+
 def cpu_seconds():
     """CPU time (user and system) of this process and of its finished children."""
     own = resource.getrusage(resource.RUSAGE_SELF)

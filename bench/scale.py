@@ -20,9 +20,10 @@ threaded within itself. Where it lies in time is the layout:
   is filed among the ones before it rather than after them.
 
 Each block is imported with ``kittypyr import`` into one FileStorage, and
-printed per block: msg/s, the importer's peak RSS, the storage's size per
-message (Data.fs, unpacked, and blobs) and against the raw mail; at the
-end, the same packed. After the first and the last block the archive is
+printed per block: msg/s, CPU seconds, the peak RSS of the importer and
+of its parser processes, the storage's size per message (Data.fs,
+unpacked, and blobs) and against the raw mail; at the end, the same
+packed. After the first and the last block the archive is
 served by one waitress process and printed: p50 of the list overview, a
 month, a thread, a message and a search (the same pages at 1× and at 10×:
 the first block's), and the serving process's RSS. Then block 1 is
@@ -52,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import process_memory_mb, serving_config  # noqa: E402
+from common import PeakWatch, process_memory_mb, serving_config  # noqa: E402
 from tests.functional import VENV_BIN, free_port, mbox_bytes, wait_for_port  # noqa: E402
 
 LIST = "scale@lists.example.org"
@@ -132,7 +133,7 @@ def storage_bytes(var):
 
 def import_block(config, mbox, timeout):
     """(seconds, CPU seconds of the importer and its parsers, the importer's peak RSS, the largest peak
-    RSS of it and its parsers (MB), output)."""
+    RSS of its parser processes (MB), output)."""
     started = time.monotonic()
     # A file, not a pipe: a pipe nobody reads while waiting could fill and stop the importer.
     log_path = Path(mbox).with_suffix(".log")
@@ -140,11 +141,9 @@ def import_block(config, mbox, timeout):
         process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
                                     "--policy", "public", "--quiet"], stdout=log, stderr=subprocess.STDOUT)
     deadline = started + timeout
-    own_peak = 0.0
+    peaks = PeakWatch(process.pid)
     while True:
-        # The importer's own high-water mark, read while it runs; wait4
-        # gives the largest of it and its parser processes.
-        own_peak = max(own_peak, process_memory_mb(process.pid, "VmHWM"))
+        peaks.sample()
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
@@ -157,7 +156,7 @@ def import_block(config, mbox, timeout):
         raise RuntimeError(f"import failed:\n{output}")
     # wait4's times include the parser processes the importer waited for.
     cpu = usage.ru_utime + usage.ru_stime
-    return time.monotonic() - started, cpu, own_peak, usage.ru_maxrss / 1024, output
+    return time.monotonic() - started, cpu, peaks.own, peaks.largest_child, output
 
 
 def pick_pages(var):
@@ -240,9 +239,9 @@ def main():
     timeline = block_timeline(raws, args.blocks) if args.layout == "long" else None
     print(f"{len(raws)} messages in {args.corpus}, {args.blocks} blocks laid out {args.layout}; machine load "
           f"{os.getloadavg()[0]:.1f} (2 cores, shared: figures are noisy)", flush=True)
-    print(f"{'block':>5} {'messages':>9} {'msg/s':>7} {'cpu s':>6} {'RSS MB':>7} {'with parsers':>12} "
+    print(f"{'block':>5} {'messages':>9} {'msg/s':>7} {'cpu s':>6} {'RSS MB':>7} {'parser MB':>10} "
           f"{'bytes/msg':>10} {'× raw':>6}   (cpu: the importer's and its parsers'; RSS: the importer's peak; "
-          f"with parsers: the largest of it and its parser processes)", flush=True)
+          f"parser: the largest peak of its parser processes)", flush=True)
     raw_total = 0
     rates = {}
     timed = {}
@@ -252,7 +251,7 @@ def main():
         moved = timeline(block) if timeline is not None else None
         mail = [rewrite_ids(raw, block, moved) for raw in raws]
         mbox.write_bytes(mbox_bytes(mail))
-        seconds, cpu, rss, rss_any, output = import_block(config, mbox, args.import_timeout)
+        seconds, cpu, rss, parser_rss, output = import_block(config, mbox, args.import_timeout)
         mbox.unlink()
         archived = int(re.search(r"archived (\d+)", output).group(1))
         rates[block] = archived / seconds
@@ -260,7 +259,7 @@ def main():
         data_fs, blobs = storage_bytes(var)
         count = json.loads(subprocess.run([str(VENV_BIN / "kittypyr"), "info", str(config), LIST, "--json"],
                                           check=True, capture_output=True, text=True).stdout)["messages"]
-        print(f"{block:5} {count:9} {archived / seconds:7.0f} {cpu:6.0f} {rss:7.0f} {rss_any:12.0f} "
+        print(f"{block:5} {count:9} {archived / seconds:7.0f} {cpu:6.0f} {rss:7.0f} {parser_rss:10.0f} "
               f"{(data_fs + blobs) / count:10.0f} {(data_fs + blobs) / raw_total:6.2f}", flush=True)
         if block == 1:
             pages = pick_pages(var)
@@ -278,7 +277,7 @@ def main():
         again.mkdir()
         mbox = again / "block.mbox"
         mbox.write_bytes(mbox_bytes([rewrite_ids(raw, 1, timeline(1) if timeline else None) for raw in raws]))
-        seconds, cpu, rss, rss_any, output = import_block(serving_config(again), mbox, args.import_timeout)
+        seconds, cpu, rss, parser_rss, output = import_block(serving_config(again), mbox, args.import_timeout)
         mbox.unlink()
         rates["again"] = int(re.search(r"archived (\d+)", output).group(1)) / seconds
         print(f"block 1 again, into an empty archive of its own: {rates['again']:.0f} msg/s, cpu {cpu:.0f} s, "

@@ -133,7 +133,7 @@ def storage_bytes(var):
 
 def import_block(config, mbox, timeout):
     """(seconds, CPU seconds of the importer and its parsers, the importer's peak RSS, the largest peak
-    RSS of its parser processes (MB), output)."""
+    RSS of its parser processes (MB), messages archived)."""
     started = time.monotonic()
     # A file, not a pipe: a pipe nobody reads while waiting could fill and stop the importer.
     log_path = Path(mbox).with_suffix(".log")
@@ -156,7 +156,8 @@ def import_block(config, mbox, timeout):
         raise RuntimeError(f"import failed:\n{output}")
     # wait4's times include the parser processes the importer waited for.
     cpu = usage.ru_utime + usage.ru_stime
-    return time.monotonic() - started, cpu, peaks.own, peaks.largest_child, output
+    archived = int(re.search(r"archived (\d+)", output).group(1))
+    return time.monotonic() - started, cpu, peaks.own, peaks.largest_child, archived
 
 
 def pick_pages(var):
@@ -216,6 +217,11 @@ def time_pages(folder, pages, requests):
         log.close()
 
 
+def print_pages(figures, serving_rss):
+    print("      pages p50 ms: " + ", ".join(f"{kind} {ms:.1f}" for kind, ms in figures.items())
+          + f"; serving process RSS {serving_rss:.0f} MB", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus")
@@ -251,9 +257,8 @@ def main():
         moved = timeline(block) if timeline is not None else None
         mail = [rewrite_ids(raw, block, moved) for raw in raws]
         mbox.write_bytes(mbox_bytes(mail))
-        seconds, cpu, rss, parser_rss, output = import_block(config, mbox, args.import_timeout)
+        seconds, cpu, rss, parser_rss, archived = import_block(config, mbox, args.import_timeout)
         mbox.unlink()
-        archived = int(re.search(r"archived (\d+)", output).group(1))
         rates[block] = archived / seconds
         raw_total += sum(len(raw) for raw in mail)
         data_fs, blobs = storage_bytes(var)
@@ -265,9 +270,7 @@ def main():
             pages = pick_pages(var)
         if block in (1, args.blocks):
             timed[block] = time_pages(folder, pages, args.requests)
-            figures, serving_rss = timed[block]
-            print("      pages p50 ms: " + ", ".join(f"{kind} {ms:.1f}" for kind, ms in figures.items())
-                  + f"; serving process RSS {serving_rss:.0f} MB", flush=True)
+            print_pages(*timed[block])
     if args.blocks > 1:
         # The machine's speed drifts over a run of an hour or more (shared
         # cores), so block 1 and its pages measured at the start are a poor
@@ -277,15 +280,13 @@ def main():
         again.mkdir()
         mbox = again / "block.mbox"
         mbox.write_bytes(mbox_bytes([rewrite_ids(raw, 1, timeline(1) if timeline else None) for raw in raws]))
-        seconds, cpu, rss, parser_rss, output = import_block(serving_config(again), mbox, args.import_timeout)
+        seconds, cpu, rss, parser_rss, archived = import_block(serving_config(again), mbox, args.import_timeout)
         mbox.unlink()
-        rates["again"] = int(re.search(r"archived (\d+)", output).group(1)) / seconds
+        rates["again"] = archived / seconds
         print(f"block 1 again, into an empty archive of its own: {rates['again']:.0f} msg/s, cpu {cpu:.0f} s, "
               f"RSS {rss:.0f} MB", flush=True)
         timed["again"] = time_pages(again, pages, args.requests)
-        figures, serving_rss = timed["again"]
-        print("      pages p50 ms: " + ", ".join(f"{kind} {ms:.1f}" for kind, ms in figures.items())
-              + f"; serving process RSS {serving_rss:.0f} MB", flush=True)
+        print_pages(*timed["again"])
     # The import's unpacked figure holds every revision of the aggregates
     # it rewrote; a pack leaves the current state only.
     subprocess.run([str(VENV_BIN / "kittypyr"), "pack", str(config)], check=True, capture_output=True,

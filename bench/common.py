@@ -5,6 +5,7 @@ import os
 import resource
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import transaction
@@ -88,13 +89,6 @@ def serving_config(folder, port=None, cache=None, extra=""):
                         extra=extra)
 
 
-def peak_rss_mb():
-    """Peak resident memory of this process and of its largest child, in MB."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return own, children
-
-
 def process_memory_mb(pid, field="VmRSS"):
     """A field of ``/proc/PID/status`` in MB (``VmRSS`` now, ``VmHWM`` its peak); 0 once the process is gone."""
     try:
@@ -148,6 +142,24 @@ class PeakWatch:
     @property
     def largest_child(self):
         return max(self.children.values(), default=0.0)
+
+    @contextlib.contextmanager
+    def sampling(self, every=0.2):
+        """Sample from a thread of this process, every ``every`` seconds, while the block runs."""
+        stop = threading.Event()
+
+        def run():
+            while not stop.wait(every):
+                self.sample()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+            self.sample()
 
 
 def cpu_seconds():

@@ -4,7 +4,8 @@
 
 Imports PATH (mbox, .gz, Maildir or Pipermail month) into a fresh
 FileStorage and prints messages per second (end to end, catalog included),
-peak RSS, and Data.fs + blobs after pack against the raw mail size.
+the peak RSS of this process and of its largest parser process, and
+Data.fs + blobs after pack against the raw mail size.
 """
 
 import argparse
@@ -15,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 import transaction  # noqa: E402
-from common import FreshArchive, cpu_seconds, peak_rss_mb, raw_mail_bytes  # noqa: E402
+from common import FreshArchive, PeakWatch, cpu_seconds, raw_mail_bytes  # noqa: E402
 
 from kittypyr.importing import DEFAULT_BATCH, default_workers, import_mail  # noqa: E402
 
@@ -32,11 +33,12 @@ def main():
     fresh = FreshArchive(args.keep)
     cpu_before = cpu_seconds()
     started = time.perf_counter()
-    report = import_mail(fresh.archive, args.list, args.paths, transaction.manager,
-                         batch_size=args.batch_size, workers=args.workers, progress=False)
+    with PeakWatch(os.getpid()).sampling() as peaks:
+        report = import_mail(fresh.archive, args.list, args.paths, transaction.manager,
+                             batch_size=args.batch_size, workers=args.workers, progress=False)
     elapsed = time.perf_counter() - started
     own_cpu, child_cpu = (after - before for after, before in zip(cpu_seconds(), cpu_before))
-    own_rss, child_rss = peak_rss_mb()
+    own_rss, child_rss = peaks.own, peaks.largest_child
 
     read = report.total("read")
     print(f"messages read       {read}")

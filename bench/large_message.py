@@ -6,14 +6,14 @@ For each size (MB of the message as it is in the mbox), writes an mbox of
 three messages, the middle one a note and a base64 attachment of that
 size, imports it with ``kittypyr import`` into a fresh archive, and prints
 the seconds, the importer's peak RSS and the largest peak of its parser
-processes, each also as a multiple of the message's size. A server needs
+processes (each read from the process's own high-water mark), each also
+as a multiple of the message's size. A server needs
 that much memory free to archive such a message from an mbox.
 """
 
 import argparse
 import base64
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import process_memory_mb  # noqa: E402
+from common import PeakWatch  # noqa: E402
 from tests.functional import VENV_BIN, write_config  # noqa: E402
 
 LIST = "bench@lists.example.org"
@@ -56,31 +56,29 @@ def import_once(folder, megabytes):
     started = time.monotonic()
     process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(path), "--quiet"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    own_peak = 0.0
+    peaks = PeakWatch(process.pid)
     while process.poll() is None:
-        own_peak = max(own_peak, process_memory_mb(process.pid, "VmHWM"))
+        peaks.sample()
         time.sleep(0.05)
     output = process.stdout.read().decode(errors="replace")
     seconds = time.monotonic() - started
     if process.returncode != 0 or "archived 3" not in output:
         raise RuntimeError(f"the import did not archive all three messages:\n{output}")
-    # The largest peak of any process waited for: the importer's or a parser's.
-    any_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return size, seconds, own_peak, any_peak
+    return size, seconds, peaks.own, peaks.largest_child
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 150], help="MB")
     args = parser.parse_args()
-    print(f"{'message MB':>10} {'seconds':>8} {'importer MB':>12} {'× size':>7} {'largest MB':>11} {'× size':>7}"
-          "   (largest: the importer or a parser process, whichever peaked higher)")
-    # Ascending: the largest peak is kept over all the processes waited for so far.
+    print(f"{'message MB':>10} {'seconds':>8} {'importer MB':>12} {'× size':>7} {'parser MB':>10} {'× size':>7}"
+          "   (parser: the largest peak of the importer's parser processes)")
     for megabytes in sorted(args.sizes):
         with tempfile.TemporaryDirectory(prefix="kittypyr-large-") as folder:
-            size, seconds, own, largest = import_once(Path(folder), megabytes)
+            size, seconds, own, parser_peak = import_once(Path(folder), megabytes)
         mb = size / 2**20
-        print(f"{mb:10.0f} {seconds:8.1f} {own:12.0f} {own / mb:7.1f} {largest:11.0f} {largest / mb:7.1f}", flush=True)
+        print(f"{mb:10.0f} {seconds:8.1f} {own:12.0f} {own / mb:7.1f} {parser_peak:10.0f} {parser_peak / mb:7.1f}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ from ZODB.utils import get_pickle_metadata
 
 
 def resident_mb():
+    # Read here, not with bench/common.py: importing it loads kittypyr and
+    # Pyramid, whose freed memory the index then fills without a rise in
+    # RSS (0.2 MB measured for 165,000 records, against 2.1 MB).
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 

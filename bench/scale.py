@@ -125,6 +125,12 @@ def block_timeline(raws, blocks):
     return moved
 
 
+def block_mail(raws, block, timeline):
+    """The corpus as block ``block``: its ids rewritten, and its dates moved when ``timeline`` is given."""
+    moved = timeline(block) if timeline is not None else None
+    return [rewrite_ids(raw, block, moved) for raw in raws]
+
+
 def storage_bytes(var):
     data_fs = (var / "Data.fs").stat().st_size
     blobs = sum(path.stat().st_size for path in (var / "blobs").rglob("*") if path.is_file())
@@ -254,8 +260,7 @@ def main():
     pages = None
     for block in range(1, args.blocks + 1):
         mbox = folder / "block.mbox"
-        moved = timeline(block) if timeline is not None else None
-        mail = [rewrite_ids(raw, block, moved) for raw in raws]
+        mail = block_mail(raws, block, timeline)
         mbox.write_bytes(mbox_bytes(mail))
         seconds, cpu, rss, parser_rss, archived = import_block(config, mbox, args.import_timeout)
         mbox.unlink()
@@ -279,7 +284,7 @@ def main():
         again = folder / "again"
         again.mkdir()
         mbox = again / "block.mbox"
-        mbox.write_bytes(mbox_bytes([rewrite_ids(raw, 1, timeline(1) if timeline else None) for raw in raws]))
+        mbox.write_bytes(mbox_bytes(block_mail(raws, 1, timeline)))
         seconds, cpu, rss, parser_rss, archived = import_block(serving_config(again), mbox, args.import_timeout)
         mbox.unlink()
         rates["again"] = archived / seconds

@@ -1,6 +1,6 @@
 """Where a serving process's memory goes: its RSS, the placeholders and the records its caches hold.
 
-    .venv/bin/python bench/placeholders.py DIR... [--requests 3]
+    .venv/bin/python bench/placeholders.py DIR... [--requests 3] [--placeholders-max N]
 
 Each DIR is an archive folder (``kittypyr.ini`` and ``var/``), such as
 the 1× and 10× archives ``bench/scale.py --data DIR`` leaves in DIR/again
@@ -14,7 +14,9 @@ hold (a record not read, that a record read refers to), and the pickled
 size of the records they hold, which ``connection_cache_size_bytes``
 bounds. At the end, the trees whose nodes hold the most placeholders,
 found by walking from the root through what is loaded: nothing is read
-for it.
+for it. A connection keeps at most ``kittypyr.connection_placeholders_max``
+placeholders (``kittypyr.placeholders``): ``--placeholders-max 0`` shows
+what the pages leave without that bound.
 """
 
 import argparse
@@ -87,12 +89,19 @@ def placeholders_by_tree(app, most=8):
     return counts.most_common(most)
 
 
-def measure_one(folder, pages, requests):
+def measure_one(folder, pages, requests, placeholders_max=None):
     import webtest
-    from pyramid.paster import get_app
+    from pyramid.paster import get_appsettings
 
-    print(f"{folder}:", flush=True)
-    app = get_app(str(folder / "kittypyr.ini"), "main")
+    from kittypyr import main as make_app
+    from kittypyr.placeholders import SETTING
+
+    config = str(folder / "kittypyr.ini")
+    settings = get_appsettings(config, "main")
+    if placeholders_max is not None:
+        settings[SETTING] = str(placeholders_max)
+    print(f"{folder} ({SETTING} {settings.get(SETTING) or 'unset'}):", flush=True)
+    app = make_app({"__file__": config, "here": str(folder)}, **settings)
     client = webtest.TestApp(app)
     print_stage("started", app)
     for kind, paths in pages.items():
@@ -109,17 +118,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--requests", type=int, default=3)
+    parser.add_argument("--placeholders-max", type=int,
+                        help="kittypyr.connection_placeholders_max for the pages (default: the archive's .ini)")
     parser.add_argument("--pages", help=argparse.SUPPRESS)  # the pages, as JSON, for one folder's process
     args = parser.parse_args()
     if args.pages:
-        measure_one(args.folders[0].resolve(), json.loads(args.pages), args.requests)
+        measure_one(args.folders[0].resolve(), json.loads(args.pages), args.requests, args.placeholders_max)
         return
     import scale
 
     pages = json.dumps(scale.pick_pages(args.folders[0].resolve() / "var"))
     for folder in args.folders:
-        subprocess.run([sys.executable, __file__, str(folder), "--requests", str(args.requests), "--pages", pages],
-                       check=True)
+        bound = [] if args.placeholders_max is None else ["--placeholders-max", str(args.placeholders_max)]
+        subprocess.run([sys.executable, __file__, str(folder), "--requests", str(args.requests), "--pages", pages,
+                        *bound], check=True)
 
 
 if __name__ == "__main__":

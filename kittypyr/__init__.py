@@ -23,6 +23,7 @@ PARTS = (
     "kittypyr.templating",
     "kittypyr.resources",
     "kittypyr.retries",
+    "kittypyr.placeholders",
     "kittypyr.archived_check",
     "kittypyr.security",
     "kittypyr.mailman",

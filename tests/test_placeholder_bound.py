@@ -1,0 +1,92 @@
+"""A serving connection keeps its placeholders within kittypyr.connection_placeholders_max."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import transaction
+from pyramid.scripting import prepare
+from webtest import TestApp
+
+from kittypyr import main
+from kittypyr.archiving import archive_message, ensure_mailing_list
+from kittypyr.msgid import message_id_hash
+from kittypyr.placeholders import placeholders_in
+from tests.mailbuilder import make_message
+
+LIST = "big@lists.example.org"
+MESSAGES = 400
+START = datetime(2020, 1, 1, tzinfo=timezone.utc)
+
+
+def make_app(folder, **settings):
+    (folder / "blobs").mkdir(exist_ok=True)
+    return main({}, **{
+        "zodbconn.uri": f"file://{folder}/Data.fs?blobstorage_dir={folder}/blobs",
+        "kittypyr.base_url": "http://localhost/",
+        **settings,
+    })
+
+
+def close(app):
+    app.registry._zodb_databases[""].close()
+
+
+@pytest.fixture(scope="module")
+def archive_folder(tmp_path_factory):
+    """An archive of 400 threads of one message each, over a year and more."""
+    folder = tmp_path_factory.mktemp("placeholders")
+    app = make_app(folder)
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for n in range(MESSAGES):
+            archive_message(mailing_list, make_message(
+                message_id=f"<topic{n}@example.org>", subject=f"Topic number {n}",
+                sender=(f"Writer {n % 7}", f"writer{n % 7}@example.org"),
+                date=START + timedelta(days=n), body=f"Words about subject {n}, widget and gadget.\n"))
+        transaction.commit()
+    close(app)
+    return folder
+
+
+def pages():
+    """(path, text it shows): months, messages and searches from all over the archive."""
+    base = f"/list/{LIST}"
+    for n in range(0, MESSAGES, 9):
+        day = START + timedelta(days=n)
+        yield f"{base}/{day.year}/{day.month}/", f"Topic number {n}"
+        yield f"{base}/message/{message_id_hash(f'topic{n}@example.org')}/", f"Words about subject {n}"
+        yield f"/search?q={n}&mlist={LIST}", f"Topic number {n}"
+
+
+def most_placeholders(app):
+    """Serve every page (checking it shows its text); the most placeholders a connection held after one."""
+    client = TestApp(app)
+    database = app.registry._zodb_databases[""]
+    most = 0
+    for path, text in pages():
+        page = client.get(path, status=200)
+        assert text in page.text, path
+        most = max(most, max(placeholders_in(connection) for connection in database.pool.all))
+    return most
+
+
+def test_unbounded_the_pages_leave_more_placeholders_than_the_bound_tried(archive_folder):
+    app = make_app(archive_folder, **{"kittypyr.connection_placeholders_max": "0"})
+    try:
+        assert most_placeholders(app) > 300
+    finally:
+        close(app)
+
+
+def test_a_connection_keeps_no_more_placeholders_than_the_bound_and_pages_stay_right(archive_folder):
+    app = make_app(archive_folder, **{"kittypyr.connection_placeholders_max": "300"})
+    try:
+        assert most_placeholders(app) <= 300
+    finally:
+        close(app)
+
+
+@pytest.mark.parametrize("value", ["many", "-1", "2.5"])
+def test_a_bound_that_is_not_a_count_is_refused_with_the_settings_name(tmp_path, value):
+    with pytest.raises(SystemExit, match="kittypyr.connection_placeholders_max must be a whole number"):
+        make_app(tmp_path, **{"kittypyr.connection_placeholders_max": value})

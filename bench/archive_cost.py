@@ -1,9 +1,11 @@
 """What one message archived through Mailman's archiver API costs, on archives of different sizes.
 
     .venv/bin/python bench/archive_cost.py DIR [DIR ...] [--messages 200] [--corpus PATH] [--cache SETTINGS]
+        [--placeholders-max N] [--list ADDRESS]
 
 Each DIR is an archive folder as bench/search.py, bench/pages.py and
-bench/scale.py leave them (DIR/var/Data.fs); its list is bench/pages.py's.
+bench/scale.py leave them (DIR/var/Data.fs); its list is bench/pages.py's
+unless ``--list`` names another (bench/scale.py's is scale@lists.example.org).
 The archive is changed: the messages are added to it, so give copies. The
 application is made from the folder's storage with an archiver key, and
 ``--messages`` messages of the corpus, each under a Message-ID of its own
@@ -11,10 +13,11 @@ application is made from the folder's storage with an archiver key, and
 ``/api/mailman/archive`` through WebTest, as Mailman's plugin posts them:
 one request and one transaction a message, without HTTP, so that only the
 archive's own work is timed. Printed for each folder: the list's messages
-before, CPU time and wall time a message (p50, mean), and the records and
-bytes each message's transaction wrote; then the ratios of the last folder
-to the first. An archived message should cost about the same whatever the
-size of the archive.
+before, CPU time and wall time a message (p50, mean), the records and
+bytes each message's transaction wrote, and the placeholders its
+connection kept at the end (``kittypyr.connection_placeholders_max``);
+then the ratios of the last folder to the first. An archived message
+should cost about the same whatever the size of the archive.
 """
 
 import argparse
@@ -30,6 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from common import production_cache, serving_config  # noqa: E402
+from kittypyr.placeholders import placeholders_in  # noqa: E402
 from pages import LIST  # noqa: E402
 
 KEY = "bench-archiver-key"
@@ -76,28 +80,31 @@ def storage_transactions(storage, after):
     return written
 
 
-def measure(folder, raws, cache):
+def measure(folder, raws, cache, placeholders_max=None, address=LIST):
     from pyramid.paster import get_app
     from webtest import TestApp
 
-    config = serving_config(folder, cache=cache,
-                            extra=f"kittypyr.archiver_key = {KEY}\nkittypyr.secret = bench-archive-cost")
+    extra = f"kittypyr.archiver_key = {KEY}\nkittypyr.secret = bench-archive-cost"
+    if placeholders_max is not None:
+        extra += f"\nkittypyr.connection_placeholders_max = {placeholders_max}"
+    config = serving_config(folder, cache=cache, extra=extra)
     app = get_app(str(config))
     browser = TestApp(app)
     database = app.registry._zodb_databases[""]
     storage = database.storage
     connection = database.open()
-    before = len(connection.root()["kittypyr"].lists[LIST].messages)
+    before = len(connection.root()["kittypyr"].lists[address].messages)
     connection.close()
     start_tid = storage.lastTransaction()
     cpu, wall = [], []
     for raw in raws:
         started_cpu, started = time.process_time(), time.perf_counter()
-        browser.post("/api/mailman/archive", {"mlist": LIST}, headers={"Authorization": f"Token {KEY}"},
+        browser.post("/api/mailman/archive", {"mlist": address}, headers={"Authorization": f"Token {KEY}"},
                      upload_files=[("message", "message.txt", raw)], status=200)
         cpu.append((time.process_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)
     written = storage_transactions(storage, start_tid)
+    placeholders = max(placeholders_in(connection) for connection in database.pool.all)
     database.close()
     # The first messages warm the caches of a process just started.
     warm = len(raws) // 5
@@ -108,6 +115,7 @@ def measure(folder, raws, cache):
         "wall p50": statistics.median(wall[warm:]),
         "records": statistics.mean(records for records, _ in written[warm:]),
         "kB": statistics.mean(size for _, size in written[warm:]) / 1024,
+        "placeholders": placeholders,
     }
 
 
@@ -118,10 +126,13 @@ def main():
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
     parser.add_argument("--cache", default=production_cache(),
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
+    parser.add_argument("--placeholders-max", type=int,
+                        help="kittypyr.connection_placeholders_max (default: kittypyr's, 0: no bound)")
+    parser.add_argument("--list", default=LIST, help=f"the list the messages go to ({LIST} by default)")
     args = parser.parse_args()
     tag = b"cost%d" % int(time.time())
     raws = corpus_messages(args.corpus, args.messages, tag)
-    rows = [(folder, measure(Path(folder), raws, args.cache)) for folder in args.folders]
+    rows = [(folder, measure(Path(folder), raws, args.cache, args.placeholders_max, args.list)) for folder in args.folders]
     names = list(rows[0][1])
     print(f"{'folder':40} " + " ".join(f"{name:>15}" for name in names))
     for folder, figures in rows:
@@ -129,7 +140,8 @@ def main():
     if len(rows) > 1:
         first, last = rows[0][1], rows[-1][1]
         print(f"{'ratio last / first':40} " + " ".join(f"{last[name] / first[name]:15.2f}" for name in names))
-    print("CPU and wall in ms a message, p50 and mean of all but the first fifth; records and kB written a message")
+    print("CPU and wall in ms a message, p50 and mean of all but the first fifth; records and kB written a message; "
+          "placeholders the connection kept at the end (see kittypyr.connection_placeholders_max)")
 
 
 if __name__ == "__main__":

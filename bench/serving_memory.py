@@ -1,11 +1,13 @@
 """A serving process's memory as readers go through an archive, on FileStorage and on ZEO.
 
     .venv/bin/python bench/serving_memory.py DIR... [--pages 300] [--engines file zeo] [--cache SETTINGS]
+        [--placeholders-max N]
 
 Each DIR is an archive folder (``kittypyr.ini`` and ``var/``), such as the
 1× and 10× archives ``bench/search.py --scale 10 --data DIR`` leaves. For
 each archive and engine, starts one ``pserve`` with production.ini's
-cache settings and asks it, in stages, for every month page (up to
+cache settings (and ``kittypyr.connection_placeholders_max`` N, the
+default unless given) and asks it, in stages, for every month page (up to
 PAGES / 10), PAGES threads, PAGES messages and PAGES / 5 searches of the
 list with the most messages, each page once, as readers spread over an
 archive would; after each stage it prints the process's
@@ -76,7 +78,7 @@ def start_zeo(var, scratch, cache):
     return server, f"zeo://127.0.0.1:{port}?storage=1&blob_dir={scratch}/blob-cache&shared_blob_dir=false&{cache}"
 
 
-def measure(var, engine, pages, cache):
+def measure(var, engine, pages, cache, placeholders_max=None):
     """{stage: RSS MB} of one pserve on ``var`` through ``engine``, page by page."""
     scratch = Path(tempfile.mkdtemp(prefix="kittypyr-memory-"))
     zeo = None
@@ -86,7 +88,8 @@ def measure(var, engine, pages, cache):
         else:
             uri = f"file://{var}/Data.fs?blobstorage_dir={var}/blobs&{cache}"
         port = free_port()
-        config = write_config(scratch, uri=uri, port=port)
+        extra = "" if placeholders_max is None else f"kittypyr.connection_placeholders_max = {placeholders_max}"
+        config = write_config(scratch, uri=uri, port=port, extra=extra)
         log = open(scratch / "server.log", "wb")
         server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
         try:
@@ -116,6 +119,8 @@ def main():
     parser.add_argument("--engines", nargs="+", choices=("file", "zeo"), default=["file", "zeo"])
     parser.add_argument("--cache", default=production_cache(),
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
+    parser.add_argument("--placeholders-max", type=int,
+                        help="kittypyr.connection_placeholders_max (default: kittypyr's, 0: no bound)")
     args = parser.parse_args()
     print(f"RSS MB of one serving process after each stage ({args.pages} threads, {args.pages} messages, "
           f"{args.pages // 10} months at most, {args.pages // 5} searches)")
@@ -126,7 +131,7 @@ def main():
         pages, messages = pick_pages(var, args.pages)
         for engine in args.engines:
             started = time.monotonic()
-            figures = measure(var, engine, pages, args.cache)
+            figures = measure(var, engine, pages, args.cache, args.placeholders_max)
             results[(str(folder), engine)] = figures
             print(f"{str(folder)[-28:]:28} {messages:9} {engine:>6} "
                   + " ".join(f"{figures[stage]:9.0f}" for stage in STAGES)

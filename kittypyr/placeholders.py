@@ -20,9 +20,14 @@ them. A list of the size the bound was chosen for never reaches it.
 from pyramid_zodbconn import ZODBConnectionWillClose
 
 SETTING = "kittypyr.connection_placeholders_max"
-# About 4 MB of placeholders a connection: more than the pages of a list of
-# tens of thousands of messages leave (bench/placeholders.py).
-DEFAULT_MAX = 25_000
+# About 20 MB of placeholders a connection: above what archiving (63,000
+# after 200 messages into 280,000: every catalog tree's nodes, looked up by
+# docid all over) and reading pages leave at ten times the 28,000-message
+# corpus, so that they reach it seldom and a site of millions of messages
+# has a bound. Below what a kind of request needs, that request starts from
+# an empty cache every time: at 25,000 an archived message took 4 to 5
+# times the CPU (bench/archive_cost.py; README, Sizing).
+DEFAULT_MAX = 100_000
 
 
 def placeholders_in(connection):

@@ -192,10 +192,13 @@ def pick_pages(var):
         db.close()
 
 
-def time_pages(folder, pages, requests):
-    """{kind: p50 ms} and the serving process's RSS (MB) over ``pages``, each page warmed once first."""
+def time_pages(folder, pages, requests, extra=""):
+    """{kind: p50 ms} and the serving process's RSS (MB) over ``pages``, each page warmed once first.
+
+    ``extra``: settings added to the server's .ini, a line each.
+    """
     port = free_port()
-    config = serving_config(folder, port=port)
+    config = serving_config(folder, port=port, extra=extra)
     log = open(folder / "server.log", "ab")
     server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
     try:

@@ -14,7 +14,9 @@ When a request leaves more than ``kittypyr.connection_placeholders_max``
 placeholders in its connection's cache (0: no bound), the cache is emptied
 as the connection goes back to the pool: the records are read again as the
 next requests need them, and the placeholders go with the records that held
-them. A list of the size the bound was chosen for never reaches it.
+them. The default is above what archiving and reading keep on ten times
+a 28,000-message list: it bounds what a connection holds on an archive of
+millions.
 """
 
 from pyramid_zodbconn import ZODBConnectionWillClose

@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import production_cache, serving_config  # noqa: E402
+from common import add_placeholders_option, placeholders_line, production_cache, serving_config  # noqa: E402
 from kittypyr.placeholders import placeholders_in  # noqa: E402
 from pages import LIST  # noqa: E402
 
@@ -84,9 +84,8 @@ def measure(folder, raws, cache, placeholders_max=None, address=LIST):
     from pyramid.paster import get_app
     from webtest import TestApp
 
-    extra = f"kittypyr.archiver_key = {KEY}\nkittypyr.secret = bench-archive-cost"
-    if placeholders_max is not None:
-        extra += f"\nkittypyr.connection_placeholders_max = {placeholders_max}"
+    extra = "\n".join((f"kittypyr.archiver_key = {KEY}", "kittypyr.secret = bench-archive-cost",
+                       placeholders_line(placeholders_max)))
     config = serving_config(folder, cache=cache, extra=extra)
     app = get_app(str(config))
     browser = TestApp(app)
@@ -126,13 +125,13 @@ def main():
     parser.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpora/linux-mips-2005-2012.mbox.gz"))
     parser.add_argument("--cache", default=production_cache(),
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
-    parser.add_argument("--placeholders-max", type=int,
-                        help="kittypyr.connection_placeholders_max (default: kittypyr's, 0: no bound)")
+    add_placeholders_option(parser)
     parser.add_argument("--list", default=LIST, help=f"the list the messages go to ({LIST} by default)")
     args = parser.parse_args()
     tag = b"cost%d" % int(time.time())
     raws = corpus_messages(args.corpus, args.messages, tag)
-    rows = [(folder, measure(Path(folder), raws, args.cache, args.placeholders_max, args.list)) for folder in args.folders]
+    rows = [(folder, measure(Path(folder), raws, args.cache, args.placeholders_max, args.list))
+            for folder in args.folders]
     names = list(rows[0][1])
     print(f"{'folder':40} " + " ".join(f"{name:>15}" for name in names))
     for folder, figures in rows:

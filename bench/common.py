@@ -15,6 +15,7 @@ from ZODB.FileStorage import FileStorage
 
 from kittypyr import PARTS
 from kittypyr.bootstrap import bootstrap_archive
+from kittypyr.placeholders import SETTING as PLACEHOLDERS_SETTING
 
 WEB_PARTS = ("kittypyr.retries", "kittypyr.security", "kittypyr.mailman", "kittypyr.views")
 
@@ -77,6 +78,17 @@ def production_cache():
     query = urllib.parse.urlsplit(parser["app:main"]["zodbconn.uri"]).query
     return "&".join(f"{name}={value}" for name, value in urllib.parse.parse_qsl(query)
                     if name.startswith("connection_cache"))
+
+
+def add_placeholders_option(parser):
+    """``--placeholders-max N``: the bound a benchmark's server keeps its connections' placeholders within."""
+    parser.add_argument("--placeholders-max", type=int,
+                        help=f"{PLACEHOLDERS_SETTING} to serve with (kittypyr's default unless given; 0: no bound)")
+
+
+def placeholders_line(bound):
+    """The .ini line that sets the placeholder bound ``bound``; empty for None (kittypyr's default)."""
+    return "" if bound is None else f"{PLACEHOLDERS_SETTING} = {bound}"
 
 
 def serving_config(folder, port=None, cache=None, extra=""):

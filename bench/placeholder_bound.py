@@ -21,6 +21,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import scale  # noqa: E402
+from common import placeholders_line  # noqa: E402
 
 
 def main():
@@ -36,7 +37,7 @@ def main():
         for bound in args.bounds:
             for folder in args.folders:
                 figures, rss = scale.time_pages(folder.resolve(), pages, args.requests,
-                                                extra=f"kittypyr.connection_placeholders_max = {bound}")
+                                                extra=placeholders_line(bound))
                 print(f"round {round_number}  bound {bound:7}  {str(folder)[-28:]:28} "
                       + "  ".join(f"{kind} {ms:5.1f}" for kind, ms in figures.items()) + f"  RSS {rss:4.0f}",
                       flush=True)

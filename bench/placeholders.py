@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import process_memory_mb  # noqa: E402
+from common import PLACEHOLDERS_SETTING, add_placeholders_option, process_memory_mb  # noqa: E402
 
 
 def caches_of(app):
@@ -94,13 +94,12 @@ def measure_one(folder, pages, requests, placeholders_max=None):
     from pyramid.paster import get_appsettings
 
     from kittypyr import main as make_app
-    from kittypyr.placeholders import SETTING
 
     config = str(folder / "kittypyr.ini")
     settings = get_appsettings(config, "main")
     if placeholders_max is not None:
-        settings[SETTING] = str(placeholders_max)
-    print(f"{folder} ({SETTING} {settings.get(SETTING) or 'unset'}):", flush=True)
+        settings[PLACEHOLDERS_SETTING] = str(placeholders_max)
+    print(f"{folder} ({PLACEHOLDERS_SETTING} {settings.get(PLACEHOLDERS_SETTING) or 'unset'}):", flush=True)
     app = make_app({"__file__": config, "here": str(folder)}, **settings)
     client = webtest.TestApp(app)
     print_stage("started", app)
@@ -118,8 +117,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--requests", type=int, default=3)
-    parser.add_argument("--placeholders-max", type=int,
-                        help="kittypyr.connection_placeholders_max for the pages (default: the archive's .ini)")
+    add_placeholders_option(parser)
     parser.add_argument("--pages", help=argparse.SUPPRESS)  # the pages, as JSON, for one folder's process
     args = parser.parse_args()
     if args.pages:

@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import process_memory_mb, production_cache  # noqa: E402
+from common import add_placeholders_option, placeholders_line, process_memory_mb, production_cache  # noqa: E402
 from tests.functional import VENV_BIN, free_port, wait_for_port, write_config  # noqa: E402
 
 WORDS = ("cache kernel patch tlb octeon interrupt binutils memory driver mips linux build error config module "
@@ -88,8 +88,7 @@ def measure(var, engine, pages, cache, placeholders_max=None):
         else:
             uri = f"file://{var}/Data.fs?blobstorage_dir={var}/blobs&{cache}"
         port = free_port()
-        extra = "" if placeholders_max is None else f"kittypyr.connection_placeholders_max = {placeholders_max}"
-        config = write_config(scratch, uri=uri, port=port, extra=extra)
+        config = write_config(scratch, uri=uri, port=port, extra=placeholders_line(placeholders_max))
         log = open(scratch / "server.log", "wb")
         server = subprocess.Popen([str(VENV_BIN / "pserve"), str(config)], stdout=log, stderr=log)
         try:
@@ -119,8 +118,7 @@ def main():
     parser.add_argument("--engines", nargs="+", choices=("file", "zeo"), default=["file", "zeo"])
     parser.add_argument("--cache", default=production_cache(),
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
-    parser.add_argument("--placeholders-max", type=int,
-                        help="kittypyr.connection_placeholders_max (default: kittypyr's, 0: no bound)")
+    add_placeholders_option(parser)
     args = parser.parse_args()
     print(f"RSS MB of one serving process after each stage ({args.pages} threads, {args.pages} messages, "
           f"{args.pages // 10} months at most, {args.pages // 5} searches)")

@@ -17,7 +17,7 @@ from tests.mailbuilder import make_message
 START = datetime(2021, 6, 1, 8, 0, tzinfo=timezone.utc)
 
 
-def make_app(tmp_path, includes=""):
+def make_app(tmp_path, includes="", **settings):
     (tmp_path / "blobs").mkdir(exist_ok=True)
     return main(
         {},
@@ -25,6 +25,7 @@ def make_app(tmp_path, includes=""):
             "zodbconn.uri": f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs",
             "pyramid.includes": includes,
             "kittypyr.base_url": "http://localhost/",
+            **settings,
         },
     )
 

@@ -7,24 +7,15 @@ import transaction
 from pyramid.scripting import prepare
 from webtest import TestApp
 
-from kittypyr import main
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.msgid import message_id_hash
 from kittypyr.placeholders import placeholders_in
 from tests.mailbuilder import make_message
+from tests.test_app import make_app
 
 LIST = "big@lists.example.org"
 MESSAGES = 400
 START = datetime(2020, 1, 1, tzinfo=timezone.utc)
-
-
-def make_app(folder, **settings):
-    (folder / "blobs").mkdir(exist_ok=True)
-    return main({}, **{
-        "zodbconn.uri": f"file://{folder}/Data.fs?blobstorage_dir={folder}/blobs",
-        "kittypyr.base_url": "http://localhost/",
-        **settings,
-    })
 
 
 def close(app):

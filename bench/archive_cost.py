@@ -1,7 +1,7 @@
 """What one message archived through Mailman's archiver API costs, on archives of different sizes.
 
     .venv/bin/python bench/archive_cost.py DIR [DIR ...] [--messages 200] [--corpus PATH] [--cache SETTINGS]
-        [--placeholders-max N] [--list ADDRESS]
+        [--placeholders-max N] [--list ADDRESS] [--pages-between K]
 
 Each DIR is an archive folder as bench/search.py, bench/pages.py and
 bench/scale.py leave them (DIR/var/Data.fs); its list is bench/pages.py's
@@ -12,16 +12,23 @@ application is made from the folder's storage with an archiver key, and
 (new to every archive), are posted one at a time to
 ``/api/mailman/archive`` through WebTest, as Mailman's plugin posts them:
 one request and one transaction a message, without HTTP, so that only the
-archive's own work is timed. Printed for each folder: the list's messages
+archive's own work is timed. With ``--pages-between K``, K pages
+(months, threads, messages and searches from all over the longest list, as
+bench/serving_memory.py picks them) are fetched between two messages, as
+readers would, and only the messages are timed. Printed for each folder: the list's messages
 before, CPU time and wall time a message (p50, mean), the records and
 bytes each message's transaction wrote, and the placeholders its
-connection kept at the end (``kittypyr.connection_placeholders_max``);
+connections kept at the end, the most of any and the fewest
+(``kittypyr.connection_placeholders_max`` bounds the pages' connections,
+``kittypyr.archiver_placeholders_max`` the archiver's);
 then the ratios of the last folder to the first. An archived message
 should cost about the same whatever the size of the archive.
 """
 
 import argparse
 import gzip
+import itertools
+import random
 import re
 import statistics
 import sys
@@ -35,6 +42,7 @@ sys.path.insert(0, str(HERE))
 from common import add_placeholders_option, placeholders_line, production_cache, serving_config  # noqa: E402
 from kittypyr.placeholders import placeholders_in  # noqa: E402
 from pages import LIST  # noqa: E402
+from serving_memory import pick_pages  # noqa: E402
 
 KEY = "bench-archiver-key"
 MESSAGE_ID = re.compile(rb"^(message-id|in-reply-to|references):", re.IGNORECASE)
@@ -80,10 +88,21 @@ def storage_transactions(storage, after):
     return written
 
 
-def measure(folder, raws, cache, placeholders_max=None, address=LIST):
+def pages_to_read(folder, count):
+    """``count`` paths from all over the archive's longest list, its kinds of page shuffled together."""
+    if not count:
+        return []
+    pages, _ = pick_pages(Path(folder) / "var", count)
+    paths = [path for stage in pages.values() for path in stage]
+    random.Random(7).shuffle(paths)
+    return paths
+
+
+def measure(folder, raws, cache, placeholders_max=None, address=LIST, pages_between=0):
     from pyramid.paster import get_app
     from webtest import TestApp
 
+    readings = itertools.cycle(pages_to_read(folder, len(raws) * pages_between) or [None])
     extra = "\n".join((f"kittypyr.archiver_key = {KEY}", "kittypyr.secret = bench-archive-cost",
                        placeholders_line(placeholders_max)))
     config = serving_config(folder, cache=cache, extra=extra)
@@ -102,8 +121,10 @@ def measure(folder, raws, cache, placeholders_max=None, address=LIST):
                      upload_files=[("message", "message.txt", raw)], status=200)
         cpu.append((time.process_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)
+        for _ in range(pages_between):
+            browser.get(next(readings), status=200)
     written = storage_transactions(storage, start_tid)
-    placeholders = max(placeholders_in(connection) for connection in database.pool.all)
+    kept = [placeholders_in(connection) for connection in database.pool.all]
     database.close()
     # The first messages warm the caches of a process just started.
     warm = len(raws) // 5
@@ -114,7 +135,8 @@ def measure(folder, raws, cache, placeholders_max=None, address=LIST):
         "wall p50": statistics.median(wall[warm:]),
         "records": statistics.mean(records for records, _ in written[warm:]),
         "kB": statistics.mean(size for _, size in written[warm:]) / 1024,
-        "placeholders": placeholders,
+        "placeholders": max(kept),
+        "fewest": min(kept),
     }
 
 
@@ -127,10 +149,12 @@ def main():
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
     add_placeholders_option(parser)
     parser.add_argument("--list", default=LIST, help=f"the list the messages go to ({LIST} by default)")
+    parser.add_argument("--pages-between", type=int, default=0,
+                        help="pages fetched between two messages, from all over the archive (none by default)")
     args = parser.parse_args()
     tag = b"cost%d" % int(time.time())
     raws = corpus_messages(args.corpus, args.messages, tag)
-    rows = [(folder, measure(Path(folder), raws, args.cache, args.placeholders_max, args.list))
+    rows = [(folder, measure(Path(folder), raws, args.cache, args.placeholders_max, args.list, args.pages_between))
             for folder in args.folders]
     names = list(rows[0][1])
     print(f"{'folder':40} " + " ".join(f"{name:>15}" for name in names))
@@ -140,7 +164,7 @@ def main():
         first, last = rows[0][1], rows[-1][1]
         print(f"{'ratio last / first':40} " + " ".join(f"{last[name] / first[name]:15.2f}" for name in names))
     print("CPU and wall in ms a message, p50 and mean of all but the first fifth; records and kB written a message; "
-          "placeholders the connection kept at the end (see kittypyr.connection_placeholders_max)")
+          "placeholders the connections kept at the end, the most and the fewest")
 
 
 if __name__ == "__main__":

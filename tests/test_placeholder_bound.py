@@ -1,5 +1,6 @@
-"""A serving connection keeps its placeholders within kittypyr.connection_placeholders_max."""
+"""A serving connection keeps its placeholders within its kind's bound, and archiving keeps connections of its own."""
 
+import shutil
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -14,6 +15,7 @@ from tests.mailbuilder import make_message
 from tests.test_app import make_app
 
 LIST = "big@lists.example.org"
+KEY = "placeholders-key"
 MESSAGES = 400
 START = datetime(2020, 1, 1, tzinfo=timezone.utc)
 
@@ -49,9 +51,9 @@ def pages():
         yield f"/search?q={n}&mlist={LIST}", f"Topic number {n}"
 
 
-def most_placeholders(app):
+def most_placeholders(app, client=None):
     """Serve every page (checking it shows its text); the most placeholders a connection held after one."""
-    client = TestApp(app)
+    client = client or TestApp(app)
     database = app.registry._zodb_databases[""]
     most = 0
     for path, text in pages():
@@ -59,6 +61,27 @@ def most_placeholders(app):
         assert text in page.text, path
         most = max(most, max(placeholders_in(connection) for connection in database.pool.all))
     return most
+
+
+@pytest.fixture
+def archive_copy(archive_folder, tmp_path):
+    """A copy of the 400-thread archive that the archiver API may add to."""
+    copy = tmp_path / "archive"
+    shutil.copytree(archive_folder, copy)
+    return copy
+
+
+def archive_through_the_api(client, n):
+    """Post one new message as Mailman's plugin does; it must be stored (answered 200)."""
+    raw = make_message(message_id=f"<posted{n}@example.org>", subject=f"Posted number {n}",
+                       sender=("Poster", "poster@example.org"), date=START + timedelta(days=n, hours=1),
+                       body=f"Posted words {n}, widget.\n")
+    client.post("/api/mailman/archive", {"mlist": LIST}, headers={"Authorization": f"Token {KEY}"},
+                upload_files=[("message", "message.txt", raw)], status=200)
+
+
+def placeholders_by_connection(app):
+    return sorted(placeholders_in(connection) for connection in app.registry._zodb_databases[""].pool.all)
 
 
 def test_unbounded_the_pages_leave_more_placeholders_than_the_bound_tried(archive_folder):
@@ -81,3 +104,42 @@ def test_a_connection_keeps_no_more_placeholders_than_the_bound_and_pages_stay_r
 def test_a_bound_that_is_not_a_count_is_refused_with_the_settings_name(tmp_path, value):
     with pytest.raises(SystemExit, match="kittypyr.connection_placeholders_max must be a whole number"):
         make_app(tmp_path, **{"kittypyr.connection_placeholders_max": value})
+
+
+def test_pages_do_not_empty_the_connection_archiving_keeps_and_archiving_gets_it_back(archive_copy):
+    # Pages bounded at 300, archiving unbounded: the pages in between must
+    # neither take the archiving connection nor leave it emptied.
+    app = make_app(archive_copy, **{"kittypyr.connection_placeholders_max": "300",
+                                    "kittypyr.archiver_placeholders_max": "0", "kittypyr.archiver_key": KEY})
+    try:
+        client = TestApp(app)
+        for n in range(3):
+            archive_through_the_api(client, n)
+            kept = placeholders_by_connection(app)[-1]
+            assert kept > 300  # what archiving one message into this archive keeps loaded
+            most_placeholders(app, client)
+            *reading, archiving = placeholders_by_connection(app)
+            assert archiving >= kept, "the pages emptied the archiving connection"
+            assert reading and max(reading) <= 300
+        page = client.get(f"/search?q=posted&mlist={LIST}", status=200)
+        assert "Posted number 2" in page.text
+    finally:
+        close(app)
+
+
+def test_archiving_keeps_within_its_own_bound(archive_copy):
+    app = make_app(archive_copy, **{"kittypyr.connection_placeholders_max": "0",
+                                    "kittypyr.archiver_placeholders_max": "300", "kittypyr.archiver_key": KEY})
+    try:
+        client = TestApp(app)
+        for n in range(3):
+            archive_through_the_api(client, n)
+            assert placeholders_by_connection(app)[-1] <= 300
+        assert "Posted number 1" in client.get(f"/search?q=posted&mlist={LIST}", status=200).text
+    finally:
+        close(app)
+
+
+def test_an_archiver_bound_that_is_not_a_count_is_refused_with_the_settings_name(tmp_path):
+    with pytest.raises(SystemExit, match="kittypyr.archiver_placeholders_max must be a whole number"):
+        make_app(tmp_path, **{"kittypyr.archiver_placeholders_max": "lots"})

@@ -1,7 +1,7 @@
 """What one message archived through Mailman's archiver API costs, on archives of different sizes.
 
     .venv/bin/python bench/archive_cost.py DIR [DIR ...] [--messages 200] [--corpus PATH] [--cache SETTINGS]
-        [--placeholders-max N] [--list ADDRESS] [--pages-between K]
+        [--placeholders-max N] [--archiver-placeholders-max N] [--list ADDRESS] [--pages-between K]
 
 Each DIR is an archive folder as bench/search.py, bench/pages.py and
 bench/scale.py leave them (DIR/var/Data.fs); its list is bench/pages.py's
@@ -39,7 +39,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import add_placeholders_option, placeholders_line, production_cache, serving_config  # noqa: E402
+from common import (  # noqa: E402
+    ARCHIVER_PLACEHOLDERS_SETTING,
+    add_placeholders_option,
+    placeholders_line,
+    production_cache,
+    serving_config,
+)
 from kittypyr.placeholders import placeholders_in  # noqa: E402
 from pages import LIST  # noqa: E402
 from serving_memory import pick_pages  # noqa: E402
@@ -98,13 +104,14 @@ def pages_to_read(folder, count):
     return paths
 
 
-def measure(folder, raws, cache, placeholders_max=None, address=LIST, pages_between=0):
+def measure(folder, raws, cache, placeholders_max=None, address=LIST, pages_between=0, archiver_max=None):
     from pyramid.paster import get_app
     from webtest import TestApp
 
     readings = itertools.cycle(pages_to_read(folder, len(raws) * pages_between) or [None])
     extra = "\n".join((f"kittypyr.archiver_key = {KEY}", "kittypyr.secret = bench-archive-cost",
-                       placeholders_line(placeholders_max)))
+                       placeholders_line(placeholders_max),
+                       placeholders_line(archiver_max, ARCHIVER_PLACEHOLDERS_SETTING)))
     config = serving_config(folder, cache=cache, extra=extra)
     app = get_app(str(config))
     browser = TestApp(app)
@@ -149,12 +156,15 @@ def main():
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
     add_placeholders_option(parser)
     parser.add_argument("--list", default=LIST, help=f"the list the messages go to ({LIST} by default)")
+    parser.add_argument("--archiver-placeholders-max", type=int,
+                        help=f"{ARCHIVER_PLACEHOLDERS_SETTING} to serve with (kittypyr's default unless given; 0: no bound)")
     parser.add_argument("--pages-between", type=int, default=0,
                         help="pages fetched between two messages, from all over the archive (none by default)")
     args = parser.parse_args()
     tag = b"cost%d" % int(time.time())
     raws = corpus_messages(args.corpus, args.messages, tag)
-    rows = [(folder, measure(Path(folder), raws, args.cache, args.placeholders_max, args.list, args.pages_between))
+    rows = [(folder, measure(Path(folder), raws, args.cache, args.placeholders_max, args.list, args.pages_between,
+                             args.archiver_placeholders_max))
             for folder in args.folders]
     names = list(rows[0][1])
     print(f"{'folder':40} " + " ".join(f"{name:>15}" for name in names))

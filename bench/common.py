@@ -15,6 +15,7 @@ from ZODB.FileStorage import FileStorage
 
 from kittypyr import PARTS
 from kittypyr.bootstrap import bootstrap_archive
+from kittypyr.placeholders import ARCHIVER_SETTING as ARCHIVER_PLACEHOLDERS_SETTING
 from kittypyr.placeholders import SETTING as PLACEHOLDERS_SETTING
 
 WEB_PARTS = ("kittypyr.retries", "kittypyr.security", "kittypyr.mailman", "kittypyr.views")
@@ -86,9 +87,9 @@ def add_placeholders_option(parser):
                         help=f"{PLACEHOLDERS_SETTING} to serve with (kittypyr's default unless given; 0: no bound)")
 
 
-def placeholders_line(bound):
-    """The .ini line that sets the placeholder bound ``bound``; empty for None (kittypyr's default)."""
-    return "" if bound is None else f"{PLACEHOLDERS_SETTING} = {bound}"
+def placeholders_line(bound, setting=PLACEHOLDERS_SETTING):
+    """The .ini line that sets the placeholder bound ``setting`` to ``bound``; empty for None (kittypyr's default)."""
+    return "" if bound is None else f"{setting} = {bound}"
 
 
 def serving_config(folder, port=None, cache=None, extra=""):

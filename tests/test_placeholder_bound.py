@@ -1,5 +1,6 @@
 """A serving connection keeps its placeholders within its kind's bound, and archiving keeps connections of its own."""
 
+import contextlib
 import shutil
 from datetime import datetime, timedelta, timezone
 
@@ -80,6 +81,17 @@ def archive_through_the_api(client, n):
                 upload_files=[("message", "message.txt", raw)], status=200)
 
 
+@contextlib.contextmanager
+def archiver_and_pages(folder, pages_max, archiver_max):
+    """(app, its WebTest client) serving ``folder`` with those bounds and an archiver key."""
+    app = make_app(folder, **{"kittypyr.connection_placeholders_max": str(pages_max),
+                              "kittypyr.archiver_placeholders_max": str(archiver_max), "kittypyr.archiver_key": KEY})
+    try:
+        yield app, TestApp(app)
+    finally:
+        close(app)
+
+
 def placeholders_by_connection(app):
     return sorted(placeholders_in(connection) for connection in app.registry._zodb_databases[""].pool.all)
 
@@ -109,10 +121,7 @@ def test_a_bound_that_is_not_a_count_is_refused_with_the_settings_name(tmp_path,
 def test_pages_do_not_empty_the_connection_archiving_keeps_and_archiving_gets_it_back(archive_copy):
     # Pages bounded at 300, archiving unbounded: the pages in between must
     # neither take the archiving connection nor leave it emptied.
-    app = make_app(archive_copy, **{"kittypyr.connection_placeholders_max": "300",
-                                    "kittypyr.archiver_placeholders_max": "0", "kittypyr.archiver_key": KEY})
-    try:
-        client = TestApp(app)
+    with archiver_and_pages(archive_copy, pages_max=300, archiver_max=0) as (app, client):
         for n in range(3):
             archive_through_the_api(client, n)
             kept = placeholders_by_connection(app)[-1]
@@ -121,23 +130,15 @@ def test_pages_do_not_empty_the_connection_archiving_keeps_and_archiving_gets_it
             *reading, archiving = placeholders_by_connection(app)
             assert archiving >= kept, "the pages emptied the archiving connection"
             assert reading and max(reading) <= 300
-        page = client.get(f"/search?q=posted&mlist={LIST}", status=200)
-        assert "Posted number 2" in page.text
-    finally:
-        close(app)
+        assert "Posted number 2" in client.get(f"/search?q=posted&mlist={LIST}", status=200).text
 
 
 def test_archiving_keeps_within_its_own_bound(archive_copy):
-    app = make_app(archive_copy, **{"kittypyr.connection_placeholders_max": "0",
-                                    "kittypyr.archiver_placeholders_max": "300", "kittypyr.archiver_key": KEY})
-    try:
-        client = TestApp(app)
+    with archiver_and_pages(archive_copy, pages_max=0, archiver_max=300) as (app, client):
         for n in range(3):
             archive_through_the_api(client, n)
             assert placeholders_by_connection(app)[-1] <= 300
         assert "Posted number 1" in client.get(f"/search?q=posted&mlist={LIST}", status=200).text
-    finally:
-        close(app)
 
 
 def test_an_archiver_bound_that_is_not_a_count_is_refused_with_the_settings_name(tmp_path):

@@ -108,7 +108,7 @@ def measure(folder, raws, cache, placeholders_max=None, address=LIST, pages_betw
     from pyramid.paster import get_app
     from webtest import TestApp
 
-    readings = itertools.cycle(pages_to_read(folder, len(raws) * pages_between) or [None])
+    readings = itertools.cycle(pages_to_read(folder, len(raws) * pages_between))
     extra = "\n".join((f"kittypyr.archiver_key = {KEY}", "kittypyr.secret = bench-archive-cost",
                        placeholders_line(placeholders_max),
                        placeholders_line(archiver_max, ARCHIVER_PLACEHOLDERS_SETTING)))
@@ -156,8 +156,7 @@ def main():
                         help="the cache settings added to zodbconn.uri (production.ini's by default)")
     add_placeholders_option(parser)
     parser.add_argument("--list", default=LIST, help=f"the list the messages go to ({LIST} by default)")
-    parser.add_argument("--archiver-placeholders-max", type=int,
-                        help=f"{ARCHIVER_PLACEHOLDERS_SETTING} to serve with (kittypyr's default unless given; 0: no bound)")
+    add_placeholders_option(parser, "--archiver-placeholders-max", ARCHIVER_PLACEHOLDERS_SETTING)
     parser.add_argument("--pages-between", type=int, default=0,
                         help="pages fetched between two messages, from all over the archive (none by default)")
     args = parser.parse_args()

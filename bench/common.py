@@ -81,10 +81,14 @@ def production_cache():
                     if name.startswith("connection_cache"))
 
 
-def add_placeholders_option(parser):
-    """``--placeholders-max N``: the bound a benchmark's server keeps its connections' placeholders within."""
-    parser.add_argument("--placeholders-max", type=int,
-                        help=f"{PLACEHOLDERS_SETTING} to serve with (kittypyr's default unless given; 0: no bound)")
+def add_placeholders_option(parser, flag="--placeholders-max", setting=PLACEHOLDERS_SETTING):
+    """``--placeholders-max N`` (or ``flag``): the bound ``setting`` a benchmark's server keeps placeholders within.
+
+    PLACEHOLDERS_SETTING bounds the connections serving pages,
+    ARCHIVER_PLACEHOLDERS_SETTING those of Mailman's archiver API.
+    """
+    parser.add_argument(flag, type=int,
+                        help=f"{setting} to serve with (kittypyr's default unless given; 0: no bound)")
 
 
 def placeholders_line(bound, setting=PLACEHOLDERS_SETTING):

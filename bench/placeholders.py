@@ -32,18 +32,18 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from common import PLACEHOLDERS_SETTING, add_placeholders_option, process_memory_mb  # noqa: E402
+from kittypyr.placeholders import placeholders_in  # noqa: E402
 
 
-def caches_of(app):
-    """The connection caches of the app's database."""
-    database = app.registry._zodb_databases[""]
-    return [connection._cache for connection in database.pool.all]
+def connections_of(app):
+    """The connections of the app's database."""
+    return list(app.registry._zodb_databases[""].pool.all)
 
 
 def print_stage(label, app):
-    caches = caches_of(app)
-    placeholders = sum(len(cache) - cache.cache_non_ghost_count for cache in caches)
-    held = sum(cache.total_estimated_size for cache in caches) / 2**20
+    connections = connections_of(app)
+    placeholders = sum(placeholders_in(connection) for connection in connections)
+    held = sum(connection._cache.total_estimated_size for connection in connections) / 2**20
     print(f"  {label:10} RSS {process_memory_mb('self'):6.1f} MB  placeholders {placeholders:7}  "
           f"records held {held:5.1f} MB", flush=True)
 
@@ -72,7 +72,7 @@ def _children(obj):
 
 def placeholders_by_tree(app, most=8):
     """The paths from the root whose loaded nodes hold the most placeholders."""
-    root = caches_of(app)[0].get(b"\0" * 8)
+    root = connections_of(app)[0]._cache.get(b"\0" * 8)
     counts = collections.Counter()
     seen = set()
     stack = [(root, "root")]

@@ -139,8 +139,8 @@ def includeme(config):
         setattr(event.conn, KIND, request_kind(event.request))
 
     def keep_placeholders_bounded(event):
-        bound = bounds[request_kind(event.request)]
         connection = event.conn
+        bound = bounds[getattr(connection, KIND)]
         if bound and placeholders_in(connection) > bound:
             # Every unmodified record is dropped: the transaction has ended
             # (the response is made), so nothing the request changed is lost.

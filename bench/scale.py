@@ -1,6 +1,6 @@
 """Ten times the mail: one list ten times as long, imported a corpus at a time.
 
-    .venv/bin/python bench/scale.py CORPUS [--data DIR] [--blocks 10] [--requests 25] [--layout long|dense]
+    .venv/bin/python bench/scale.py CORPUS [--data DIR] [--blocks 10] [--requests 25] [--layout long|dense|lists]
 
 Block k is CORPUS again with every Message-ID, In-Reply-To and References
 id rewritten (``<b{k}.id>``, block 1 as it is), so each block is new mail,
@@ -18,6 +18,12 @@ threaded within itself. Where it lies in time is the layout:
 - ``dense``: every block keeps the corpus's dates, so the list gets ten
   times as dense, each month holding ten times the threads, and each block
   is filed among the ones before it rather than after them.
+- ``lists``: ten lists rather than one list ten times as long: block k
+  goes to a list of its own (``scale-k@``; block 1 to ``scale@``) with the
+  corpus's dates, as a site that gains lists. Every list's containers
+  stay the size of one corpus; what the lists share (the catalog, the
+  people) grows. The pages timed are block 1's list's, and the storage per
+  message is the whole archive's.
 
 Each block is imported with ``kittypyr import`` into one FileStorage, and
 printed per block: msg/s, CPU seconds, the peak RSS of the importer and
@@ -137,14 +143,19 @@ def storage_bytes(var):
     return data_fs, blobs
 
 
-def import_block(config, mbox, timeout):
+def list_of(block, layout):
+    """The list block ``block`` goes to: its own one for ``--layout lists``, the one list otherwise."""
+    return f"scale-{block}@lists.example.org" if layout == "lists" and block > 1 else LIST
+
+
+def import_block(config, mbox, timeout, list_address=LIST):
     """(seconds, CPU seconds of the importer and its parsers, the importer's peak RSS, the largest peak
     RSS of its parser processes (MB), messages archived)."""
     started = time.monotonic()
     # A file, not a pipe: a pipe nobody reads while waiting could fill and stop the importer.
     log_path = Path(mbox).with_suffix(".log")
     with open(log_path, "wb") as log:
-        process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), LIST, str(mbox),
+        process = subprocess.Popen([str(VENV_BIN / "kittypyr"), "import", str(config), list_address, str(mbox),
                                     "--policy", "public", "--quiet"], stdout=log, stderr=subprocess.STDOUT)
     deadline = started + timeout
     peaks = PeakWatch(process.pid)
@@ -238,8 +249,8 @@ def main():
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--requests", type=int, default=25, help="timed requests per page")
     parser.add_argument("--import-timeout", type=float, default=3600)
-    parser.add_argument("--layout", choices=("long", "dense"), default="long",
-                        help="blocks one after another in time, or all in the corpus's months")
+    parser.add_argument("--layout", choices=("long", "dense", "lists"), default="long",
+                        help="blocks one after another in time, all in the corpus's months, or a list each")
     args = parser.parse_args()
 
     from kittypyr.mailboxes import read_mail
@@ -265,13 +276,15 @@ def main():
         mbox = folder / "block.mbox"
         mail = block_mail(raws, block, timeline)
         mbox.write_bytes(mbox_bytes(mail))
-        seconds, cpu, rss, parser_rss, archived = import_block(config, mbox, args.import_timeout)
+        list_address = list_of(block, args.layout)
+        seconds, cpu, rss, parser_rss, archived = import_block(config, mbox, args.import_timeout, list_address)
         mbox.unlink()
         rates[block] = archived / seconds
         raw_total += sum(len(raw) for raw in mail)
         data_fs, blobs = storage_bytes(var)
-        count = json.loads(subprocess.run([str(VENV_BIN / "kittypyr"), "info", str(config), LIST, "--json"],
-                                          check=True, capture_output=True, text=True).stdout)["messages"]
+        count = sum(json.loads(subprocess.run([str(VENV_BIN / "kittypyr"), "info", str(config), address, "--json"],
+                                              check=True, capture_output=True, text=True).stdout)["messages"]
+                    for address in {list_of(earlier, args.layout) for earlier in range(1, block + 1)})
         print(f"{block:5} {count:9} {archived / seconds:7.0f} {cpu:6.0f} {rss:7.0f} {parser_rss:10.0f} "
               f"{(data_fs + blobs) / count:10.0f} {(data_fs + blobs) / raw_total:6.2f}", flush=True)
         if block == 1:

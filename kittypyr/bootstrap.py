@@ -191,12 +191,25 @@ def inline_small_catalog_entries(archive):
             archive.catalog[name] = moved_into(index_class, index)
 
 
+def rank_threads_on_themselves(archive):
+    """Version 14: each thread keeps the rank its list's thread orders filed it under.
+
+    The ranks move from each list's tree keyed by thread hash onto the
+    threads (every thread that has a rank is read and written once); the
+    orders themselves are kept as they are.
+    """
+    from kittypyr import stats
+
+    for mailing_list in archive.lists.values():
+        stats.rank_threads_on_themselves(mailing_list)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
                 date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts,
-                inline_small_catalog_entries]
+                inline_small_catalog_entries, rank_threads_on_themselves]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -54,7 +54,7 @@ class ListActivity(Persistent):
         # A BTree is cheap to read from its first key onwards and costly
         # backwards (each step back walks its buckets from the first), so
         # what a page shows first sorts first: newest and largest negated.
-        self.thread_ranks = OOBTree()  # thread key -> (month started, last active timestamp, messages)
+        # Each thread keeps the rank these orders filed it under (Thread.filed_rank).
         self.by_activity = OOBTree()  # (-last active, thread key) -> None
         self.by_size = OOBTree()  # (-messages, -last active, thread key) -> None
         self.month_by_activity = OOBTree()  # (month started, -last active, thread key) -> None
@@ -75,28 +75,33 @@ class ListActivity(Persistent):
 
     def file_thread(self, thread):
         """Rank ``thread`` by its present start, last activity and size; write nothing if they are unchanged."""
-        key = thread.__name__
-        rank = _rank_of(thread)
-        filed = self.thread_ranks.get(key)
+        rank = rank_of(thread)
+        filed = thread.filed_rank
         if filed == rank:
             return
         if filed is not None:
-            self.unfile_thread(key)
-        if rank is None:
-            return
+            self._take_out(thread.__name__, filed)
+        thread.filed_rank = rank
+        if rank is not None:
+            self.add_to_orders(thread.__name__, rank)
+
+    def unfile_thread(self, thread):
+        """Take ``thread`` out of the thread orders."""
+        filed = thread.filed_rank
+        if filed is not None:
+            thread.filed_rank = None
+            self._take_out(thread.__name__, filed)
+
+    def add_to_orders(self, key, rank):
+        """File the thread named ``key`` under ``rank`` (from ``rank_of``), which none of the orders holds it under."""
         month, last, size = rank
-        self.thread_ranks[key] = rank
         self.by_activity[(-last, key)] = None
         self.by_size[(-size, -last, key)] = None
         self.month_by_activity[(month, -last, key)] = None
         _add(self.month_threads, month, 1)
 
-    def unfile_thread(self, key):
-        """Take the thread named ``key`` out of the thread orders."""
-        filed = self.thread_ranks.pop(key, None)
-        if filed is None:
-            return
-        month, last, size = filed
+    def _take_out(self, key, rank):
+        month, last, size = rank
         self.by_activity.pop((-last, key), None)
         self.by_size.pop((-size, -last, key), None)
         self.month_by_activity.pop((month, -last, key), None)
@@ -297,7 +302,7 @@ def _start_key(thread, start=None):
 HIGHEST = "\uffff"
 
 
-def _rank_of(thread):
+def rank_of(thread):
     """``(month started, last active timestamp, messages)`` of ``thread``, or None while it has no date."""
     if thread.date_started is None or thread.last_date is None:
         return None
@@ -354,11 +359,11 @@ def add_orders(mailing_list, messages_with_attachments):
     ``messages_with_attachments`` (the list's, found by the caller).
     """
     activity = getattr(mailing_list, "activity", None)
-    if activity is None or getattr(activity, "thread_ranks", None) is not None:
+    if activity is None or getattr(activity, "by_activity", None) is not None:
         return
     activity.add_orders()
     for thread in mailing_list.threads.values():
-        activity.file_thread(thread)
+        file_anew(activity, thread)
     for address, count in activity.participants.items():
         if _band(count):
             activity.sender_bands[(-_band(count), address)] = None
@@ -413,7 +418,7 @@ def on_thread_removed(event):
         activity = activity_of(event.object.mailing_list)
         if event.object.date_started is not None:
             activity.thread_gone(event.object)
-        activity.unfile_thread(event.object.__name__)
+        activity.unfile_thread(event.object)
 
 
 def on_message_removed(event):
@@ -456,6 +461,13 @@ def on_thread_restarted(event):
     activity.file_thread(thread)
 
 
+def file_anew(activity, thread):
+    """File ``thread`` in ``activity``'s orders, new and holding none of its threads, whatever rank it kept."""
+    thread.filed_rank = rank = rank_of(thread)
+    if rank is not None:
+        activity.add_to_orders(thread.__name__, rank)
+
+
 def rebuild_activity(mailing_list):
     """Recount a list's aggregates from its messages (for ``kittypyr reindex``)."""
     activity = mailing_list.activity = ListActivity()
@@ -464,7 +476,24 @@ def rebuild_activity(mailing_list):
     for thread in mailing_list.threads.values():
         if thread.date_started is not None:
             activity.thread_started(thread)
-        activity.file_thread(thread)
+        file_anew(activity, thread)
+
+
+def rank_threads_on_themselves(mailing_list):
+    """Move the ranks an older list's ``activity.thread_ranks`` filed its threads under onto the threads.
+
+    A thread the tree does not hold (it had no date) keeps none.
+    """
+    activity = getattr(mailing_list, "activity", None)
+    ranks = getattr(activity, "thread_ranks", None) if activity is not None else None
+    if ranks is None:
+        return
+    threads = mailing_list.threads
+    for key, rank in ranks.items():
+        thread = threads.get(key)
+        if thread is not None:
+            thread.filed_rank = rank
+    del activity.thread_ranks
 
 
 def today():

@@ -115,8 +115,16 @@ def wrong_aggregates(archive, mailing_list):
 def wrong_thread_orders(archive, mailing_list):
     activity = activity_of(mailing_list)
     # A reply the orders did not see: the thread as active and as large as before.
-    activity.unfile_thread(h(3))
+    activity.unfile_thread(mailing_list.threads[h(3)])
     activity.thread_attachments.clear()
+
+
+def stale_thread_rank(archive, mailing_list):
+    # The orders right, the rank the thread keeps a minute older: the next
+    # message would take it out of the orders at entries that are not there.
+    thread = mailing_list.threads[h(0)]
+    month, last, size = thread.filed_rank
+    thread.filed_rank = (month, last - 60, size)
 
 
 def wrong_post_count(archive, mailing_list):
@@ -153,6 +161,8 @@ DAMAGE = {
     "a list's attachment count": (wrong_aggregates, "attachment count 3 instead of 1"),
     "a list's thread orders": (wrong_thread_orders, "by_activity differs at 1 key(s)"),
     "a list's threads with attachments": (wrong_thread_orders, "thread_attachments differs at 1 key(s)"),
+    "a thread taken out of the orders": (wrong_thread_orders, "1 thread(s) filed under a rank not their own"),
+    "a thread's stale rank": (stale_thread_rank, f"1 thread(s) filed under a rank not their own, e.g. '{h(0)}'"),
     "a sender's post count": (wrong_post_count, "person1@example.org: 3 posts and 1 dated instead of 1"),
     "a sender's dated posts": (lost_dated_post, "person2@example.org: 1 posts and 0 dated instead of 1"),
     "posts in a list the sender never wrote to": (posts_of_nobody, "person1@example.org: 4 posts, and no message"),

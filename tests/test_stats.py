@@ -2,6 +2,8 @@
 
 from datetime import date, datetime, timedelta, timezone
 
+from BTrees.OOBTree import OOBTree
+
 from kittypyr import moderation
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.msgid import message_id_hash
@@ -142,9 +144,11 @@ def test_an_archive_from_before_the_orders_of_threads_and_senders_is_upgraded(ar
     transaction.commit()
     # As it was before schema version 7.
     activity = activity_of(mailing_list)
-    for name in ("thread_ranks", "by_activity", "by_size", "month_by_activity", "month_threads",
+    for name in ("by_activity", "by_size", "month_by_activity", "month_threads",
                  "thread_attachments", "sender_bands"):
         delattr(activity, name)
+    for thread in mailing_list.threads.values():
+        thread.filed_rank = None
     archive.schema_version = EVOLVE_STEPS.index(add_list_orders)
     transaction.commit()
 
@@ -152,6 +156,58 @@ def test_an_archive_from_before_the_orders_of_threads_and_senders_is_upgraded(ar
     assert upgraded is archive._p_jar.root()[ROOT_KEY] and upgraded.schema_version == len(EVOLVE_STEPS)
     assert orders(upgraded.lists["dev@example.org"]) == expected
     assert activity_of(mailing_list).thread_attachments[message_id_hash("<c@example.org>")] == 2
+
+
+def test_each_thread_keeps_the_rank_its_list_filed_it_under(archive, config):
+    config.include("kittypyr.stats")
+    config.commit()
+    mailing_list = ensure_mailing_list(archive, "dev@example.org")
+    for raw in (ordered_mail("a", 1), ordered_mail("b", 2), ordered_mail("a1", 4, "a")):
+        archive_message(mailing_list, raw)
+    threads = mailing_list.threads
+    replied = datetime(2020, 3, 4, 12, tzinfo=timezone.utc)
+    assert threads[message_id_hash("<a@example.org>")].filed_rank == ("2020-03", int(replied.timestamp()), 2)
+    assert threads[message_id_hash("<b@example.org>")].filed_rank[2] == 1
+    # The list keeps no tree keyed by thread hash for them: a new message
+    # rewrites its thread's record, not a bucket of such a tree as well.
+    key = message_id_hash("<a@example.org>")
+    keyed_by_thread = [name for name, tree in vars(activity_of(mailing_list)).items()
+                       if isinstance(tree, OOBTree) and isinstance(next(iter(tree.keys()), None), str) and key in tree]
+    assert keyed_by_thread == []
+    assert orders(mailing_list)["active"] == ["a", "b"]
+
+
+def test_an_archive_whose_list_ranked_threads_in_a_tree_is_upgraded(archive, config):
+    import transaction
+
+    from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, bootstrap_archive, rank_threads_on_themselves
+
+    config.include("kittypyr.stats")
+    config.commit()
+    mailing_list = ensure_mailing_list(archive, "dev@example.org")
+    for raw in (ordered_mail("a", 1), ordered_mail("b", 2), ordered_mail("c", 3), ordered_mail("b1", 5, "b")):
+        archive_message(mailing_list, raw)
+    expected = orders(mailing_list)
+    # As it was before schema version 14: the ranks in a tree of the list.
+    activity = activity_of(mailing_list)
+    activity.thread_ranks = OOBTree()
+    for thread in mailing_list.threads.values():
+        activity.thread_ranks[thread.__name__] = thread.filed_rank
+        thread.filed_rank = None
+    archive.schema_version = EVOLVE_STEPS.index(rank_threads_on_themselves)
+    transaction.commit()
+
+    upgraded = bootstrap_archive(archive._p_jar.root(), config.registry)
+    assert upgraded is archive._p_jar.root()[ROOT_KEY] and upgraded.schema_version == len(EVOLVE_STEPS)
+    mailing_list = upgraded.lists["dev@example.org"]
+    assert not hasattr(activity_of(mailing_list), "thread_ranks")
+    assert orders(mailing_list) == expected
+    # A reply to the oldest thread moves it to the front, once: its entries
+    # under the rank it was filed under in the tree are gone.
+    archive_message(mailing_list, ordered_mail("a1", 7, "a"))
+    after = orders(mailing_list)
+    assert after["active"] == ["a", "b", "c"] and after["march"] == ["a", "b", "c"]
+    assert after["largest"] == ["a", "b", "c"] and after["march count"] == 3
 
 
 def test_newest_threads_and_neighbours_walk_every_start_once(archive, config):

@@ -54,6 +54,13 @@ class Thread(Persistent):
 
     __name__ = None
     __parent__ = None
+    # (month started, last active timestamp, messages) as its list's thread
+    # orders last filed the thread (kittypyr.stats), None while unfiled. It
+    # is kept here, in the record each new message of the thread rewrites
+    # anyway, where a tree of the list keyed by thread hash cost every
+    # message a bucket read and written from anywhere in a tree that grows
+    # with the list.
+    filed_rank = None
 
     def __init__(self):
         self.starter = None

@@ -479,20 +479,31 @@ def rebuild_activity(mailing_list):
         file_anew(activity, thread)
 
 
+# Threads given their rank between two savepoints of the upgrade.
+RANKED_BETWEEN_SAVEPOINTS = 5000
+
+
 def rank_threads_on_themselves(mailing_list):
     """Move the ranks an older list's ``activity.thread_ranks`` filed its threads under onto the threads.
 
-    A thread the tree does not hold (it had no date) keeps none.
+    A thread the tree does not hold (it had no date) keeps none. Every
+    RANKED_BETWEEN_SAVEPOINTS threads the changes go to a savepoint and the
+    connection's cache is trimmed, so that a list of a million threads is
+    not held in memory whole until the commit.
     """
     activity = getattr(mailing_list, "activity", None)
     ranks = getattr(activity, "thread_ranks", None) if activity is not None else None
     if ranks is None:
         return
     threads = mailing_list.threads
-    for key, rank in ranks.items():
+    connection = mailing_list._p_jar
+    for done, (key, rank) in enumerate(ranks.items(), 1):
         thread = threads.get(key)
         if thread is not None:
             thread.filed_rank = rank
+        if connection is not None and done % RANKED_BETWEEN_SAVEPOINTS == 0:
+            connection.transaction_manager.get().savepoint(optimistic=True)
+            connection.cacheGC()
     del activity.thread_ranks
 
 

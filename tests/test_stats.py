@@ -177,8 +177,13 @@ def test_each_thread_keeps_the_rank_its_list_filed_it_under(archive, config):
     assert orders(mailing_list)["active"] == ["a", "b"]
 
 
-def test_an_archive_whose_list_ranked_threads_in_a_tree_is_upgraded(archive, config):
+def test_an_archive_whose_list_ranked_threads_in_a_tree_is_upgraded(archive, config, monkeypatch):
     import transaction
+
+    from kittypyr import stats
+
+    # A savepoint between every two threads, as between every few thousand of a large list.
+    monkeypatch.setattr(stats, "RANKED_BETWEEN_SAVEPOINTS", 2)
 
     from kittypyr.bootstrap import EVOLVE_STEPS, ROOT_KEY, bootstrap_archive, rank_threads_on_themselves
 

@@ -463,7 +463,9 @@ def on_thread_restarted(event):
 
 def file_anew(activity, thread):
     """File ``thread`` in ``activity``'s orders, new and holding none of its threads, whatever rank it kept."""
-    thread.filed_rank = rank = rank_of(thread)
+    rank = rank_of(thread)
+    if thread.filed_rank != rank:  # a thread whose rank stands is not written again
+        thread.filed_rank = rank
     if rank is not None:
         activity.add_to_orders(thread.__name__, rank)
 

@@ -269,6 +269,7 @@ def main():
           f"{'bytes/msg':>10} {'× raw':>6}   (cpu: the importer's and its parsers'; RSS: the importer's peak; "
           f"parser: the largest peak of its parser processes)", flush=True)
     raw_total = 0
+    counts = {}  # list address -> its messages
     rates = {}
     timed = {}
     pages = None
@@ -282,9 +283,11 @@ def main():
         rates[block] = archived / seconds
         raw_total += sum(len(raw) for raw in mail)
         data_fs, blobs = storage_bytes(var)
-        count = sum(json.loads(subprocess.run([str(VENV_BIN / "kittypyr"), "info", str(config), address, "--json"],
-                                              check=True, capture_output=True, text=True).stdout)["messages"]
-                    for address in {list_of(earlier, args.layout) for earlier in range(1, block + 1)})
+        # Each block changes its own list only: that list is counted again, the others are as they were.
+        counts[list_address] = json.loads(subprocess.run(
+            [str(VENV_BIN / "kittypyr"), "info", str(config), list_address, "--json"],
+            check=True, capture_output=True, text=True).stdout)["messages"]
+        count = sum(counts.values())
         print(f"{block:5} {count:9} {archived / seconds:7.0f} {cpu:6.0f} {rss:7.0f} {parser_rss:10.0f} "
               f"{(data_fs + blobs) / count:10.0f} {(data_fs + blobs) / raw_total:6.2f}", flush=True)
         if block == 1:

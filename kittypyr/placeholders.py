@@ -136,7 +136,8 @@ def includeme(config):
     config.add_tween("kittypyr.placeholders.opening_by_kind_tween_factory", under=INGRESS)
 
     def mark_its_kind(event):
-        setattr(event.conn, KIND, request_kind(event.request))
+        # The kind the tween told the pool: a request's kind is worked out once.
+        setattr(event.conn, KIND, opening_for.get())
 
     def keep_placeholders_bounded(event):
         connection = event.conn

@@ -204,12 +204,27 @@ def rank_threads_on_themselves(archive):
         stats.rank_threads_on_themselves(mailing_list)
 
 
+def split_word_chunks(archive):
+    """Version 15: each group of a large word's chunks keeps their high postings apart.
+
+    A search of several common words then reads those and only the
+    chunks that can still reach its page (``kittypyr.fulltext.split_high``).
+    Every chunk of a group made before is read once; no message is read.
+    """
+    from kittypyr.fulltext import FullTextIndex, split_chunks_of
+
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        if isinstance(text_index, FullTextIndex):
+            split_chunks_of(text_index)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
                 date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts,
-                inline_small_catalog_entries, rank_threads_on_themselves]
+                inline_small_catalog_entries, rank_threads_on_themselves, split_word_chunks]
 
 
 def bootstrap_archive(zodb_root, registry):

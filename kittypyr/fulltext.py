@@ -32,7 +32,8 @@ from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
 
 from kittypyr.lexicon import (_PAIR, _RECENT_INTS, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count,
-                              _ints, _recent_pairs, _same_references, encode_positions, packed_postings, split_words)
+                              _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings,
+                              split_words)
 from kittypyr.scored import EMPTY, Scored, all_of, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
@@ -164,18 +165,77 @@ def ceiling_of(data):
     return values[keep].astype("<i4").tobytes()
 
 
+# Of each full chunk in a group, this many postings are kept apart, those
+# most likely to score best (see ``split_high``).
+HIGH_PAIRS = 32
+
+
+def split_high(data, k1=1.2, b=0.75):
+    """``(high, rest)`` of a full chunk's packed postings ``data``.
+
+    ``high``: its HIGH_PAIRS postings nearest BM25's ceiling, as packed
+    pairs in their order; ``rest``: the ceiling (``ceiling_of``) of the
+    others. A document of several common words can reach the first page
+    only where each of its words scores near that word's best: a search
+    of such words reads the high postings of every chunk and only the
+    chunks whose rest can still reach the page (``WordImpacts``). The
+    saturation ``f / (f + k1 (1 - b + b length / mean))`` picks them, with
+    the chunk's own mean length standing in for the index's: which
+    postings are kept apart changes only what a search reads, since the
+    rest's ceiling bounds every other posting whatever the mean.
+    """
+    pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)
+    if len(pairs) <= HIGH_PAIRS:
+        return bytes(data), b""
+    values = pairs[:, 1].astype(np.int64) & RANKING_BITS
+    frequency = (values >> FREQUENCY_SHIFT).astype(np.float64)
+    length = (values & LENGTH_MAX).astype(np.float64)
+    saturation = frequency / (frequency + k1 * (1.0 - b + b * length / max(1.0, float(length.mean()))))
+    order = np.argsort(-saturation, kind="stable")
+    high, rest = np.sort(order[:HIGH_PAIRS]), np.sort(order[HIGH_PAIRS:])
+    return pairs[high].astype("<i4").tobytes(), ceiling_of(pairs[rest].astype("<i4").tobytes())
+
+
 class ChunkGroup(Persistent):
-    """``ChunkDirectory.GROUP_CHUNKS`` full chunks of a word, their ceilings and spans: a record that no longer grows."""
+    """``ChunkDirectory.GROUP_CHUNKS`` full chunks of a word, their ceilings and spans: a record that no longer grows.
+
+    It also keeps each chunk's high postings and the ceiling of its rest
+    (``split_high``): read with the group, without loading a chunk.
+    """
 
     spans = None  # a group made before spans were kept: none known
+    # A group made before high postings were kept: None (see split_chunks_of).
+    highs = None
+    rests = None
 
     def __init__(self, chunks, ceilings, spans):
         self.chunks = tuple(chunks)
         self.ceilings = tuple(ceilings)
         self.spans = tuple(spans)
+        self.split()
 
     def chunk_spans(self):
         return self.spans if self.spans is not None else (None,) * len(self.chunks)
+
+    def split(self):
+        """Keep each chunk's high postings and the ceiling of its rest, from its postings as they are."""
+        parts = [split_high(chunk.data) for chunk in self.chunks]
+        self.highs = tuple(high for high, _ in parts)
+        self.rests = tuple(rest for _, rest in parts)
+
+    def remove(self, docid):
+        """Drop ``docid``'s posting from the chunk holding it (and its high postings); False if none does."""
+        for at, chunk in enumerate(self.chunks):
+            data = _without(chunk.data, docid)
+            if data is None:
+                continue
+            chunk.data = data
+            if self.highs is not None:
+                high = _without(self.highs[at], docid)
+                if high is not None:
+                    self.highs = self.highs[:at] + (high,) + self.highs[at + 1:]
+            return True
+        return False
 
 
 class ChunkDirectory(Persistent):
@@ -191,7 +251,10 @@ class ChunkDirectory(Persistent):
     read them all, in the order they were added.
     """
 
-    GROUP_CHUNKS = 64
+    # Small enough that the chunks not yet in a group, which a search of
+    # several words may have to read whole (they have no high postings),
+    # stay few: 64 until high postings were kept.
+    GROUP_CHUNKS = 16
     # Each chunk's span: the first and last day (days since 1970, UTC) of
     # the messages it was filled with, or None where unknown (chunks made before spans
     # were kept, the first chunk of a word, which began inline). Removing a
@@ -231,11 +294,19 @@ class ChunkDirectory(Persistent):
         self.open_spans = self._open_spans() + (span,)
         self.open_chunks += (chunk,)
         self.open_ceilings += (ceiling,)
+        self._close_groups()
+
+    def _close_groups(self):
+        """Move the open chunks into groups of GROUP_CHUNKS, as many groups as they fill."""
         size = self.GROUP_CHUNKS
+        if len(self.open_chunks) < size:
+            return
+        spans = self._open_spans()
         while len(self.open_chunks) >= size:
-            self.groups += (ChunkGroup(self.open_chunks[:size], self.open_ceilings[:size], self.open_spans[:size]),)
+            self.groups += (ChunkGroup(self.open_chunks[:size], self.open_ceilings[:size], spans[:size]),)
             self.open_chunks, self.open_ceilings = self.open_chunks[size:], self.open_ceilings[size:]
-            self.open_spans = self.open_spans[size:]
+            spans = spans[size:]
+        self.open_spans = spans
 
     def fill_spans(self, day_of):
         """Give each chunk whose span is unknown the span of its documents' days; ``day_of(docid)`` may say None."""
@@ -250,7 +321,42 @@ class ChunkDirectory(Persistent):
     def recompute_ceilings(self):
         for group in self.groups:
             group.ceilings = tuple(ceiling_of(chunk.data) for chunk in group.chunks)
+            group.split()
         self.open_ceilings = tuple(ceiling_of(chunk.data) for chunk in self.open_chunks)
+
+    def remove(self, docid):
+        """Drop ``docid``'s posting from the chunk holding it; False if none does."""
+        for group in self.groups:
+            if group.remove(docid):
+                return True
+        for chunk in self.open_chunks:
+            data = _without(chunk.data, docid)
+            if data is not None:
+                chunk.data = data
+                return True
+        return False
+
+    def split_groups(self):
+        """Give the groups made before high postings were kept theirs; how many were split.
+
+        The open chunks are grouped first, as many as fill a group: up to
+        63 were left open when groups were larger.
+        """
+        self._close_groups()
+        unsplit = [group for group in self.groups if group.highs is None]
+        for group in unsplit:
+            group.split()
+        return len(unsplit)
+
+    def pieces(self):
+        """``(chunk, ceiling, high, rest)`` of every full chunk, in order; ``high`` None when not kept."""
+        found = []
+        for group in self.groups:
+            highs = group.highs or (None,) * len(group.chunks)
+            rests = group.rests or (None,) * len(group.chunks)
+            found += zip(group.chunks, group.ceilings, highs, rests)
+        found += [(chunk, ceiling, None, None) for chunk, ceiling in zip(self.open_chunks, self.open_ceilings)]
+        return found
 
 
 class RankedPostings(Postings):
@@ -353,6 +459,18 @@ class RankedPostings(Postings):
                 if span is None or (span[0] <= last_day and span[1] >= first_day)]
         return b"".join(kept + [bytes(self._tail)])
 
+    def remove(self, docid):
+        """Drop ``docid``'s posting (and the copy of it a group keeps high); KeyError if it has none."""
+        tail = _without(self._tail, docid)
+        if tail is not None:
+            self._tail = bytearray(tail)
+            return
+        directory = self._directory
+        if directory is not None and directory.remove(docid):
+            self._chunked -= 1
+            return
+        raise KeyError(docid)
+
     def replace(self, docid, value):
         # zope.index's own reindexing path (FullTextIndex forgets and adds
         # instead): a raised frequency may raise a ceiling.
@@ -368,6 +486,11 @@ class RankedPostings(Postings):
         if directory is None:
             return (), ()
         return directory.chunks, directory.ceilings
+
+    def chunk_pieces(self):
+        """``ChunkDirectory.pieces``: each full chunk with its ceiling, high postings and rest."""
+        directory = self._directory
+        return () if directory is None else directory.pieces()
 
     def _same_chunks(self, old, committed, new):
         # A filled chunk changes the directory and the count alike.
@@ -440,6 +563,23 @@ def _lighten_upgrade(index, done):
     if connection is not None and done % RANKED_BETWEEN_SAVEPOINTS == 0:
         connection.transaction_manager.get().savepoint(optimistic=True)
         connection.cacheGC()
+
+
+def split_chunks_of(index):
+    """Give the chunk groups of ``index``'s large words made before high postings were kept theirs; how many.
+
+    Every chunk of such a group is read once, with the same savepoints as
+    ``rank_chunks_of``; a group made since is left as it is.
+    """
+    split = looked = 0
+    for postings in index._wordinfo.values():
+        directory = getattr(postings, "_directory", None)
+        if directory is None:
+            continue
+        looked += 1
+        split += directory.split_groups()
+        _lighten_upgrade(index, looked)
+    return split
 
 
 def date_chunks_of(index, day_of):
@@ -747,19 +887,27 @@ class FullTextIndex(OkapiIndex):
             looked = min(len(docids), looked * 4)
 
     def _allowed_share(self, chunks, tail, allowed):
-        """The share of a word's postings that ``allowed`` lets through, tested on a spread sample.
+        """The share of a word's postings that ``allowed`` lets through, tested on a spread sample (``_spread_sample``)."""
+        sampled, weights = self._spread_sample(chunks, tail)
+        if not len(sampled):
+            return 0.0
+        passed = allowed.passing(sampled.tolist())
+        return float(weights[passed].sum() / weights.sum())
 
-        Up to ``SHARE_SAMPLE`` postings, taken evenly from the tail and from
-        up to ``SHARE_CHUNKS`` chunks spread over the word's whole list
-        (kept in the order mail was archived: every period is heard), each chunk's
-        share weighted by its size.
+    @staticmethod
+    def _spread_sample(chunks, tail, sample=SHARE_SAMPLE, spread=SHARE_CHUNKS):
+        """``(docids, weights)``: up to ``sample`` postings of a word, and how many postings each stands for.
+
+        Taken evenly from the tail and from up to ``spread`` chunks spread
+        over the word's whole list (kept in the order mail was archived:
+        every period is heard), each chunk's postings weighted by its size.
         """
         if chunks:
-            picked = np.unique(np.linspace(0, len(chunks) - 1, min(len(chunks), SHARE_CHUNKS)).astype(np.int64))
+            picked = np.unique(np.linspace(0, len(chunks) - 1, min(len(chunks), spread)).astype(np.int64))
             parts = [chunks[at].data for at in picked.tolist()] + ([tail] if tail else [])
         else:
             parts = [tail]
-        each = max(1, SHARE_SAMPLE // len(parts))
+        each = max(1, sample // len(parts))
         sampled, weights = [], []
         for data in parts:
             docids = np.frombuffer(data, dtype="<i4")[0::2]
@@ -770,10 +918,33 @@ class FullTextIndex(OkapiIndex):
                 # Each sampled posting stands for the postings of its part.
                 weights.append(np.full(len(taken), len(docids) / len(taken)))
         if not sampled:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        return np.concatenate(sampled).astype(np.int64), np.concatenate(weights)
+
+    def _share_holding(self, rarest, others, allowed):
+        """The share of the postings of ``rarest`` (a ``WordImpacts``) whose document holds every word of ``others`` and is ``allowed``.
+
+        The filter, a cheap test, is tried on a spread sample; the words,
+        each a read of a document's word sequence, on at most
+        MATCH_SAMPLE of the documents it let through.
+        """
+        sampled, weights = self._spread_sample(rarest.chunks, rarest.tail, spread=MATCH_SAMPLE_CHUNKS)
+        if not len(sampled):
             return 0.0
-        sampled, weights = np.concatenate(sampled).tolist(), np.concatenate(weights)
-        passed = allowed.passing(sampled)
-        return float(weights[passed].sum() / weights.sum())
+        share = 1.0
+        if allowed is not None:
+            passed = allowed.passing(sampled.tolist())
+            share = float(weights[passed].sum() / weights.sum())
+            sampled, weights = sampled[passed], weights[passed]
+            if not len(sampled):
+                return 0.0
+        picked = np.unique(np.linspace(0, len(sampled) - 1, min(len(sampled), MATCH_SAMPLE)).astype(np.int64))
+        sampled, weights = sampled[picked], weights[picked]
+        held = set(sampled.tolist())
+        for wid in others:
+            held = set(self.holding(wid, sorted(held)))
+        holding = np.fromiter((docid in held for docid in sampled.tolist()), dtype=bool, count=len(sampled))
+        return share * float(weights[holding].sum() / weights.sum())
 
     def _best_chunks_first(self, chunks, bounds, floor):
         """The packed postings of ``chunks`` that can still reach the page, best ``bounds`` first.
@@ -833,6 +1004,74 @@ class FullTextIndex(OkapiIndex):
             docids, scores = docids[keep], scores[keep]
         return in_docid_order(docids, scores), len(postings), True
 
+    def best_words_scores(self, wids, count, allowed=None, exact_up_to=1000):
+        """``(scored, total, exact)`` for the documents holding every word of ``wids``, as ``best_word_scores``.
+
+        ``wids``: distinct word ids, every zone; ``allowed``: None, or an
+        ``AllowedDocuments`` the documents must pass. Each word's tail and
+        its chunks' high postings (``split_high``) are read first, and the
+        documents found in all of them scored; then of each word the chunks
+        whose other postings could still reach the ``count`` best, added to
+        every other word's best, are read whole, until none is left that
+        can (``WordImpacts``). So two words most of the mail holds read a
+        part of their postings instead of all of them, and the page is the
+        same as when every posting is scored. ``total`` is estimated from a
+        sample of the rarest word's postings (``MATCH_SAMPLE``); when it is
+        at most ``exact_up_to``, or everything was read, the matches are
+        counted.
+        """
+        every = [self.postings_of(wid) for wid in wids]
+        if any(postings is None for postings in every):
+            return EMPTY, 0, True
+        documents, mean_length = self._statistics()
+        words = []
+        for wid, postings in zip(wids, every):
+            idf = inverse_doc_frequency(self._frequency(postings), documents)
+            words.append(WordImpacts(self, wid, postings, idf, mean_length))
+        # Added in the order ``evaluate`` adds them: the same scores to the last bit.
+        words.sort(key=lambda word: word.count)
+        best_sum = sum(word.maximum for word in words)
+        while True:
+            scored = self._found_in_all(words, allowed)
+            floor = np.partition(scored.scores, len(scored) - count)[len(scored) - count] \
+                if len(scored) >= count else -np.inf
+            opened = [word.read_reaching(floor - (best_sum - word.maximum)) for word in words]
+            if not any(opened):
+                break
+        if all(word.read_whole for word in words):
+            return scored, len(scored), True
+        rarest = words[0]
+        share = self._share_holding(rarest, [word.wid for word in words[1:]], allowed)
+        total = max(round(share * rarest.count), len(scored))
+        if total <= exact_up_to:
+            for word in words:
+                word.read_reaching(-np.inf)
+            scored = self._found_in_all(words, allowed)
+            return scored, len(scored), True
+        # What scores below the count-th best can never be shown.
+        keep = scored.scores >= floor
+        return Scored(scored.docids[keep], scored.scores[keep]), total, False
+
+    def cheap_to_score_whole(self, wids):
+        """Whether the words ``wids`` have at most WORDS_SCORED_WHOLE_UP_TO postings together.
+
+        Scoring every one of them then costs less than ``best_words_scores``.
+        """
+        return sum(_doc_count(self.postings_of(wid) or b"") for wid in wids) <= WORDS_SCORED_WHOLE_UP_TO
+
+    @staticmethod
+    def _found_in_all(words, allowed):
+        """``Scored`` of the documents found in what was read of every word of ``words``, and ``allowed``."""
+        scored = words[0].found()
+        for word in words[1:]:
+            if not len(scored):
+                break
+            scored = _sorted_intersection(scored, word.found())
+        if allowed is not None and len(scored):
+            keep = allowed.passing(scored.docids.tolist())
+            scored = Scored(scored.docids[keep], scored.scores[keep])
+        return scored
+
     def _search_wids(self, wids):
         # The same scores for zope.index's own query parser.
         found = []
@@ -886,6 +1125,84 @@ class FullTextIndex(OkapiIndex):
             if verify:
                 scored = verified(scored)
         return scored
+
+
+def _sorted_intersection(first, second):
+    """``intersection`` of two ``Scored``, each in docid order: the smaller looked up in the larger."""
+    small, large = (first, second) if len(first) <= len(second) else (second, first)
+    keep = held_in(large.docids, small.docids)
+    docids = small.docids[keep]
+    at = np.searchsorted(large.docids, docids)
+    # In the order ``intersection`` adds them: the same scores to the last bit.
+    small_scores, large_scores = small.scores[keep], large.scores[at]
+    first_scores, second_scores = (small_scores, large_scores) if small is first else (large_scores, small_scores)
+    return Scored(docids, first_scores + second_scores)
+
+
+# Words with at most this many postings together are scored whole: below,
+# that costs less than reading their chunks' high postings first.
+WORDS_SCORED_WHOLE_UP_TO = 50_000
+
+# A search of several words estimates how many documents hold them all from
+# this many postings of the rarest, from at most this many of its chunks: each
+# posting tested reads a document's word sequence.
+MATCH_SAMPLE = 160
+MATCH_SAMPLE_CHUNKS = 8
+
+
+class WordImpacts:
+    """One word of a search of several words: what of its postings is read, and the bounds of the rest.
+
+    At first its tail (the recent postings with it) and each full chunk's
+    high postings (``split_high``); a chunk without them (not yet in a
+    group, or in a group made before) counts as unread. ``maximum`` is
+    the best score any of its postings can have.
+    """
+
+    def __init__(self, index, wid, postings, idf, mean_length):
+        self.wid = wid
+        self.count = _doc_count(postings)
+        self._score = lambda values: index._bm25(values, idf, mean_length)
+        pieces = postings.chunk_pieces() if hasattr(postings, "chunk_pieces") else ()
+        self.tail = bytes(postings._tail) if pieces else packed_postings(postings)
+        self.chunks = [chunk for chunk, _, _, _ in pieces]
+        self._highs = {at: high for at, (_, _, high, _) in enumerate(pieces) if high is not None}
+        rests = [ceiling if high is None else rest for _, ceiling, high, rest in pieces]
+        # The best score of each chunk's unread postings (-inf: none left).
+        self._unread = index._chunk_bounds(rests, idf, mean_length)
+        self._unread[np.array([len(rest) == 0 for rest in rests], dtype=bool)] = -np.inf
+        pairs = np.frombuffer(b"".join([self.tail, *self._highs.values()]), dtype="<i4").reshape(-1, 2)
+        self._found = in_docid_order(pairs[:, 0].astype(np.int64), self._score(pairs[:, 1]))
+        # A chunk's best is its high postings' or its rest's.
+        self.maximum = max(self._found.scores.max(initial=0.0), self._unread.max(initial=0.0))
+
+    @property
+    def read_whole(self):
+        return not np.isfinite(self._unread).any()
+
+    def found(self):
+        """``Scored`` of the postings read so far, in docid order."""
+        return self._found
+
+    def read_reaching(self, floor):
+        """Read whole each chunk whose unread postings may score ``floor`` or more; whether any was."""
+        unread = self._unread
+        reaching = np.flatnonzero(np.isfinite(unread) & (unread >= floor)).tolist()
+        if not reaching:
+            return False
+        pairs = np.frombuffer(b"".join([self.chunks[at].data for at in reaching]), dtype="<i4").reshape(-1, 2)
+        highs = b"".join([self._highs.get(at, b"") for at in reaching])
+        if highs:
+            # Found already: a document has one posting of a word.
+            pairs = pairs[~held_in(np.sort(np.frombuffer(highs, dtype="<i4")[0::2]), pairs[:, 0])]
+        unread[reaching] = -np.inf
+        found = self._found
+        docids = np.concatenate([found.docids, pairs[:, 0].astype(np.int64)])
+        scores = np.concatenate([found.scores, self._score(pairs[:, 1])])
+        # A sorted run and the new ones: a stable sort merges them.
+        order = np.argsort(docids, kind="stable")
+        self._found = Scored(docids[order], scores[order])
+        return True
 
 
 def evaluate(index, groups, excluded=(), verify=True):

@@ -884,7 +884,8 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     scope, no field) the words alone answer, since only messages are in the
     text index.
 
-    With ``best`` given and one word asked, ``scored`` holds only what can
+    With ``best`` given and one word asked (or several, each in any zone,
+    with many postings: ``_best_of_words``), ``scored`` holds only what can
     be among the ``best`` first by relevance, the conditions applied before
     scoring (see ``FullTextIndex.best_word_scores`` and
     ``best_allowed_scores``: counted exactly up to ``exact_up_to``), and
@@ -893,14 +894,17 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     """
     catalog = archive.catalog
     word = _lone_word(catalog, asked) if best is not None else None
+    words = _lone_words(catalog, asked) if best is not None and word is None else None
+    if words is not None:
+        found = _best_of_words(archive, asked, words, best, exact_up_to)
+        if found is not None:
+            return found
     scored = None
     if word is None:
         scored = asked.text.scored(catalog, verify=False)
         if not len(scored):
             return scored, None
-    conditions = list(asked.conditions)
-    if not _all_lists_in(archive, asked.scope):
-        conditions.append(Any("list", asked.scope))
+    conditions = _conditions_of(archive, asked)
     if word is not None:
         index = catalog["text"].index
         if not conditions:
@@ -916,6 +920,36 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     if not conditions:
         return scored, None
     return restricted(scored, _as_scored(catalog.query(_all_of(conditions))[1]).docids), None
+
+
+def _conditions_of(archive, asked):
+    """What the matches of ``asked``'s words must also pass: its fields, and its lists unless it covers all."""
+    conditions = list(asked.conditions)
+    if not _all_lists_in(archive, asked.scope):
+        conditions.append(Any("list", asked.scope))
+    return conditions
+
+
+def _best_of_words(archive, asked, words, best, exact_up_to):
+    """``_matching`` for several words, each in any zone: what can be among the ``best`` first, and ``BestOnly``.
+
+    None when the words are few enough to be scored whole.
+    """
+    catalog = archive.catalog
+    index = catalog["text"].index
+    if index.cheap_to_score_whole(words):
+        return None
+    conditions = _conditions_of(archive, asked)
+    allowed = AllowedDocuments(catalog, conditions) if conditions else None
+    scored, total, exact = index.best_words_scores(words, best, allowed, exact_up_to)
+
+    def matching(docids):
+        kept = [docid for docid in docids if allowed is None or allowed.test(docid)]
+        for wid in words:
+            kept = index.holding(wid, kept)
+        return kept
+
+    return scored, BestOnly(total, not exact, matching)
 
 
 # A word's postings are kept in the order mail was archived, which is date
@@ -1037,6 +1071,29 @@ def _lone_word(catalog, asked):
         return None
     wids = catalog["text"].index.word_ids(words)
     return wids[0] if len(wids) == 1 and wids[0] is not None else None
+
+
+def _lone_words(catalog, asked):
+    """The word ids when ``asked`` is two or more distinct words, each in any zone (and fields), else None.
+
+    A word the index never saw makes it None too: the usual path answers
+    that nothing matches.
+    """
+    groups = asked.text.groups
+    if asked.text.excluded or len(groups) < 2:
+        return None
+    words = []
+    for group in groups:
+        if len(group) != 1:
+            return None
+        terms, zones = group[0]
+        if zones or len(terms) != 1:
+            return None
+        words += terms
+    wids = catalog["text"].index.word_ids(words)
+    if len(wids) != len(groups) or None in wids or len(set(wids)) != len(wids):
+        return None
+    return wids
 
 
 def _resource(archive, docid):

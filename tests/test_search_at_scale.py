@@ -358,3 +358,75 @@ def test_date_ordered_pages_hold_the_newest_or_oldest_matches(app, sort):
     for start in (0, 20, 300, len(written) - 5):
         _, ids = search(app, "from:bob", sort=sort, start=start, size=20)
         assert [number(i) for i in ids] == written[start:start + 20]
+
+
+@pytest.mark.parametrize("sender", [None, "bob@example.org"])
+def test_two_words_read_from_their_high_postings_page_as_an_exhaustive_scoring_ranks(app, sender, monkeypatch):
+    # As two words of a large archive: read from their chunks' high postings
+    # and the chunks that can still reach the page (here they are few
+    # enough to be scored whole otherwise).
+    from kittypyr import fulltext
+
+    monkeypatch.setattr(fulltext, "WORDS_SCORED_WHOLE_UP_TO", 0)
+    words = ("ocelot", "heron")
+    expected = brute_force_ranking(app, words, sender)
+    assert len(expected) > 420
+    query = " ".join(words) + (f" from:{sender}" if sender else "")
+    for start in (0, 20, 400):
+        _, ids = search(app, query, start=start, size=20)
+        assert ids == expected[start:start + 20]
+    results, _ = search(app, query)
+    assert results.total_estimated and abs(results.total - len(expected)) <= len(expected) * 0.15, \
+        (results.total, len(expected))
+
+    with prepare(registry=app.registry) as env:
+        thread_of = {m.message_id: m.thread for m in env["root"].lists[LIST].messages.values()}
+    best = {}
+    for message_id in expected:
+        best.setdefault(thread_of[message_id], message_id)
+    threads = list(best)
+    results, ids = search(app, query, group="thread", size=20)
+    assert ids == [best[key] for key in threads[:20]]
+
+
+def test_an_archive_made_before_groups_kept_high_postings_gets_them_at_start_up(app):
+    from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive, split_word_chunks
+    from kittypyr.fulltext import ChunkDirectory, ChunkGroup, RankedPostings, split_high
+
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        index = archive.catalog["text"].index
+        wid = index.word_ids(["ocelot"])[0]
+        ocelot = index._wordinfo[wid]
+        # As the archive's previous version grouped them: 64 to a group,
+        # without high postings, the rest left open.
+        grown = RankedPostings()
+        chance = random.Random(5)
+        for docid in range(1, 100 * RankedPostings.CHUNK_PAIRS + 1):
+            grown.append(docid, chance.randint(1, 9) << 16 | chance.randint(5, 900))
+        directory = grown._directory
+        chunks, ceilings = directory.chunks, directory.ceilings
+        group = ChunkGroup.__new__(ChunkGroup)
+        group.__setstate__({"chunks": chunks[:64], "ceilings": ceilings[:64], "spans": (None,) * 64})
+        old = ChunkDirectory.__new__(ChunkDirectory)
+        old.__setstate__({"groups": (group,), "open_chunks": chunks[64:], "open_ceilings": ceilings[64:]})
+        grown._directory = old
+        index._wordinfo[wid] = grown
+        archive.schema_version = EVOLVE_STEPS.index(split_word_chunks)
+        transaction.commit()
+    try:
+        with prepare(registry=app.registry) as env:
+            archive = bootstrap_archive(env["root"]._p_jar.root(), app.registry)
+            transaction.commit()
+            assert archive.schema_version == len(EVOLVE_STEPS)
+            directory = archive.catalog["text"].index._wordinfo[wid]._directory
+            # The open chunks grouped as a new word's are, and every group split.
+            assert len(directory.open_chunks) == (100 - 64) % ChunkDirectory.GROUP_CHUNKS
+            assert directory.chunks == chunks
+            for group in directory.groups:
+                assert group.highs == tuple(split_high(chunk.data)[0] for chunk in group.chunks)
+                assert group.rests == tuple(split_high(chunk.data)[1] for chunk in group.chunks)
+    finally:
+        with prepare(registry=app.registry) as env:
+            env["root"].catalog["text"].index._wordinfo[wid] = ocelot
+            transaction.commit()

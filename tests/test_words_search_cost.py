@@ -116,7 +116,11 @@ def test_a_removed_document_is_not_found_by_the_postings_a_group_keeps_high(stor
         connection.close()
 
 
-def test_an_index_made_before_groups_kept_high_postings_is_searched_the_same_and_then_split(stored_index):
+def test_an_index_made_before_groups_kept_high_postings_is_searched_the_same_and_then_split(stored_index, monkeypatch):
+    from kittypyr import fulltext
+
+    # A savepoint after every group split, as after every 4,000 chunks.
+    monkeypatch.setattr(fulltext, "SPLIT_BETWEEN_SAVEPOINTS", 1)
     connection = stored_index.open()
     try:
         index = connection.root()["index"]

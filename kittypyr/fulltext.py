@@ -1047,6 +1047,7 @@ class FullTextIndex(OkapiIndex):
         # Added in the order ``evaluate`` adds them: the same scores to the last bit.
         words.sort(key=lambda word: word.count)
         best_sum = sum(word.maximum for word in words)
+        allowed = None if allowed is None else TestedOnce(allowed)
         while True:
             scored = self._found_in_all(words, allowed)
             floor = np.partition(scored.scores, len(scored) - count)[len(scored) - count] \
@@ -1077,15 +1078,20 @@ class FullTextIndex(OkapiIndex):
 
     @staticmethod
     def _found_in_all(words, allowed):
-        """``Scored`` of the documents found in what was read of every word of ``words``, and ``allowed``."""
+        """``Scored`` of the documents found in what was read of every word of ``words``, and ``allowed``.
+
+        Added in the order ``evaluate`` adds them: the same scores to the last bit.
+        """
         scored = words[0].found()
+        if allowed is not None and len(scored):
+            # The rarest word's first: a filter of one list among many
+            # leaves the intersections a part of it to do.
+            keep = allowed.passing_array(scored.docids)
+            scored = Scored(scored.docids[keep], scored.scores[keep])
         for word in words[1:]:
             if not len(scored):
                 break
             scored = _sorted_intersection(scored, word.found())
-        if allowed is not None and len(scored):
-            keep = allowed.passing(scored.docids.tolist())
-            scored = Scored(scored.docids[keep], scored.scores[keep])
         return scored
 
     def _search_wids(self, wids):
@@ -1159,6 +1165,36 @@ def _sorted_intersection(first, second):
 # that costs less than reading their chunks' high postings first.
 WORDS_SCORED_WHOLE_UP_TO = 50_000
 
+class TestedOnce:
+    """An ``AllowedDocuments`` whose answers a search of several words keeps from one round to the next.
+
+    Many docids at once are looked up in its sorted array of every
+    allowed docid, as ``FullTextIndex._walked_allowed_scores`` does.
+    """
+
+    def __init__(self, allowed):
+        self.allowed = allowed
+        self.passing = allowed.passing
+        self._tested = np.empty(0, dtype=np.int64)
+        self._passed = np.empty(0, dtype=bool)
+
+    def passing_array(self, docids):
+        """Which of ``docids`` (a sorted array) are allowed, as a boolean array."""
+        known = held_in(self._tested, docids)
+        keep = np.zeros(len(docids), dtype=bool)
+        if known.any():
+            keep[known] = self._passed[np.searchsorted(self._tested, docids[known])]
+        new = docids[~known]
+        if len(new):
+            passed = held_in(self.allowed.every(), new) if len(new) > TESTED_ONE_BY_ONE \
+                else self.allowed.passing(new.tolist())
+            keep[~known] = passed
+            tested = np.concatenate([self._tested, new])
+            order = np.argsort(tested, kind="stable")
+            self._tested, self._passed = tested[order], np.concatenate([self._passed, passed])[order]
+        return keep
+
+
 # A search of several words estimates how many documents hold them all from
 # this many postings of the rarest, from at most this many of its chunks: each
 # posting tested reads a document's word sequence.
@@ -1187,8 +1223,8 @@ class WordImpacts:
         # The best score of each chunk's unread postings (-inf: none left).
         self._unread = index._chunk_bounds(rests, idf, mean_length)
         self._unread[np.array([len(rest) == 0 for rest in rests], dtype=bool)] = -np.inf
-        pairs = np.frombuffer(b"".join([self.tail, *self._highs.values()]), dtype="<i4").reshape(-1, 2)
-        self._found = in_docid_order(pairs[:, 0].astype(np.int64), self._score(pairs[:, 1]))
+        self._read_whole = set()
+        self._found = self._scored(b"".join([self.tail, *self._highs.values()]))
         # A chunk's best is its high postings' or its rest's.
         self.maximum = max(self._found.scores.max(initial=0.0), self._unread.max(initial=0.0))
 
@@ -1203,22 +1239,25 @@ class WordImpacts:
     def read_reaching(self, floor):
         """Read whole each chunk whose unread postings may score ``floor`` or more; whether any was."""
         unread = self._unread
-        reaching = np.flatnonzero(np.isfinite(unread) & (unread >= floor)).tolist()
-        if not reaching:
+        reaching = np.flatnonzero(np.isfinite(unread) & (unread >= floor))
+        if not len(reaching):
             return False
-        pairs = np.frombuffer(b"".join([self.chunks[at].data for at in reaching]), dtype="<i4").reshape(-1, 2)
-        highs = b"".join([self._highs.get(at, b"") for at in reaching])
-        if highs:
-            # Found already: a document has one posting of a word.
-            pairs = pairs[~held_in(np.sort(np.frombuffer(highs, dtype="<i4")[0::2]), pairs[:, 0])]
         unread[reaching] = -np.inf
-        found = self._found
-        docids = np.concatenate([found.docids, pairs[:, 0].astype(np.int64)])
-        scores = np.concatenate([found.scores, self._score(pairs[:, 1])])
-        # A sorted run and the new ones: a stable sort merges them.
-        order = np.argsort(docids, kind="stable")
-        self._found = Scored(docids[order], scores[order])
+        self._read_whole.update(reaching.tolist())
+        # Made again from the records: one sort costs less than taking the
+        # high postings of each chunk read out of what was found.
+        parts = [self.tail]
+        for at, chunk in enumerate(self.chunks):
+            if at in self._read_whole:
+                parts.append(chunk.data)
+            elif at in self._highs:
+                parts.append(self._highs[at])
+        self._found = self._scored(b"".join(parts))
         return True
+
+    def _scored(self, packed):
+        pairs = np.frombuffer(packed, dtype="<i4").reshape(-1, 2)
+        return in_docid_order(pairs[:, 0].astype(np.int64), self._score(pairs[:, 1]))
 
 
 def evaluate(index, groups, excluded=(), verify=True):

@@ -170,7 +170,7 @@ def ceiling_of(data):
 HIGH_PAIRS = 32
 
 
-def split_high(data, k1=1.2, b=0.75):
+def split_high(data, k1=OkapiIndex.K1, b=OkapiIndex.B):
     """``(high, rest)`` of a full chunk's packed postings ``data``.
 
     ``high``: its HIGH_PAIRS postings nearest BM25's ceiling, as packed

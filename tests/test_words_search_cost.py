@@ -107,7 +107,11 @@ def test_a_removed_document_is_not_found_by_the_postings_a_group_keeps_high(stor
         wids = index.word_ids(list(WORDS))
         scored, _, _ = index.best_words_scores(wids, PAGE)
         best = int(scored.docids[np.argmax(scored.scores)])
+        kept_high = [group for wid in wids for group in index._wordinfo[wid]._directory.groups
+                     if any(best in np.frombuffer(high, dtype="<i4")[0::2] for high in group.highs)]
+        assert kept_high
         index.unindex_doc(best)
+        assert not any(best in np.frombuffer(high, dtype="<i4")[0::2] for group in kept_high for high in group.highs)
         scored, _, _ = index.best_words_scores(wids, PAGE)
         assert best not in scored.docids.tolist()
         assert_holds_the_best_page(scored, exhaustive(index))

@@ -14,11 +14,13 @@ in this order (each step's repairs are what the next one sees):
    sender's post count and dated posts per list (``kittypyr.people``);
 4. the document map: its two directions, and paths that lead nowhere;
 5. the catalog: every live message and thread in every index, with the
-   field values its discriminators give, and no docid of anything else.
+   field values its discriminators give, and no docid of anything else;
+   of the text index, the high postings each group of a large word's
+   chunks keeps (``kittypyr.fulltext.split_high``) against its chunks.
 
 Repairs touch only what disagrees: a thread is recounted, a list's
 aggregates recounted from its messages, a document indexed or unindexed
-alone; nothing is reindexed whole.
+alone, a group of chunks split again; nothing is reindexed whole.
 """
 
 import collections
@@ -30,6 +32,7 @@ from pyramid.traversal import find_resource, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 
 from kittypyr.catalog import docid_of, index_resource, keeps_docid
+from kittypyr.fulltext import FullTextIndex, chunk_groups_of
 from kittypyr.msgid import message_id_hash
 from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
@@ -86,6 +89,7 @@ class Checker:
             rebuild_people(self.archive)
         self.check_document_map()
         self.check_catalog()
+        self.check_high_postings()
         return self.findings
 
     # --- threads ------------------------------------------------------------
@@ -344,6 +348,21 @@ class Checker:
             self.found("catalog", f"docid {docid}", "indexed, but names nothing live")
             if self.repair:
                 catalog.unindex_doc(docid)
+
+    def check_high_postings(self):
+        """Each group of a text index's chunks keeps, of each chunk, postings it holds and a bound of the rest."""
+        for name, catalog_index in self.archive.catalog.items():
+            index = getattr(catalog_index, "index", None)
+            if not isinstance(index, FullTextIndex):
+                continue
+            wrong = [group for group in chunk_groups_of(index) if not group.agrees()]
+            if not wrong:
+                continue
+            self.found("catalog", f"text index {name!r}",
+                       f"{len(wrong)} group(s) of chunks whose high postings disagree with the chunks")
+            if self.repair:
+                for group in wrong:
+                    group.split()
 
     @staticmethod
     def _index_disagreements(catalog, known, docid, resource):

@@ -148,6 +148,22 @@ def live_tombstones(archive, mailing_list):
     mailing_list.threads.tombstones[h(0)] = Tombstone()
 
 
+def wrong_high_postings(archive, mailing_list):
+    # A word of many messages (here of docids that are none), one of whose
+    # chunks' kept best postings names a posting the chunk does not hold:
+    # a search of two such words would find it.
+    from kittypyr.fulltext import ChunkDirectory, RankedPostings
+    from kittypyr.lexicon import _PAIR
+
+    index = archive.catalog["text"].index
+    postings = RankedPostings()
+    for docid in range(ChunkDirectory.GROUP_CHUNKS * RankedPostings.CHUNK_PAIRS):
+        postings.append(10**6 + docid, (1 + docid % 5) << 16 | (10 + docid % 90))
+    group = postings._directory.groups[0]
+    group.highs = (group.highs[0] + _PAIR.pack(7, 9 << 16 | 3),) + group.highs[1:]
+    index._wordinfo[max(index._wordinfo.keys()) + 1000] = postings
+
+
 DAMAGE = {
     "a message missing from the catalog": (unindex_message, f"catalog: /list/{LIST}/message/{h(1)}: missing"),
     "a message unknown to the catalog": (forget_message, f"catalog: /list/{LIST}/message/{h(2)}: not catalogued"),
@@ -168,6 +184,8 @@ DAMAGE = {
     "posts in a list the sender never wrote to": (posts_of_nobody, "person1@example.org: 4 posts, and no message"),
     "a deleted message still present": (live_tombstones, f"{h(4)}: deleted, yet still in the archive"),
     "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
+    "a group of chunks' high postings": (wrong_high_postings, "text index 'text': 1 group(s) of chunks whose high "
+                                                              "postings disagree with the chunks"),
 }
 
 

@@ -8,7 +8,7 @@ import transaction
 import ZODB
 from ZODB.FileStorage import FileStorage
 
-from kittypyr.fulltext import FullTextIndex, evaluate, split_chunks_of
+from kittypyr.fulltext import FullTextIndex, chunk_groups_of, evaluate, split_chunks_of
 from kittypyr.lexicon import Lexicon
 from tests.test_filtered_search_cost import EveryNth
 
@@ -112,6 +112,8 @@ def test_a_removed_document_is_not_found_by_the_postings_a_group_keeps_high(stor
         assert kept_high
         index.unindex_doc(best)
         assert not any(best in np.frombuffer(high, dtype="<i4")[0::2] for group in kept_high for high in group.highs)
+        # What ``kittypyr check`` verifies of them holds still.
+        assert all(group.agrees() for group in chunk_groups_of(index))
         scored, _, _ = index.best_words_scores(wids, PAGE)
         assert best not in scored.docids.tolist()
         assert_holds_the_best_page(scored, exhaustive(index))

@@ -40,8 +40,8 @@ from kittypyr.search import SearchLimits  # noqa: E402
 QUERIES = {
     "common word": "kernel",
     "rare word": "yeeloong",
-    # Both words in most of the mail: each word's postings are scored whole
-    # (README, Searching: what grows with the archive).
+    # Both words in most of the mail: read by their chunks' best postings
+    # first once they are many (README, Searching: what grows with the archive).
     "two common words": "linux kernel",
     "phrase": '"cache flush"',
     "from: + word": "from:ralf kernel",

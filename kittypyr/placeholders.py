@@ -22,7 +22,7 @@ into 280,000) where a page's does not; a bound low enough to keep readers
 flat would empty an archiving connection after every message (4 to 5 times
 the CPU). So the pool hands an archiver API request the connection that
 archived last, and a page one that served pages, and each kind has its own
-bound: ``kittypyr.connection_placeholders_max`` for pages (25,000 unless
+bound: ``kittypyr.connection_placeholders_max`` for pages (40,000 unless
 set), ``kittypyr.archiver_placeholders_max`` for the archiver API (100,000).
 """
 
@@ -40,7 +40,11 @@ READING, ARCHIVING = "reading", "archiving"
 # the 28,000-message corpus kept 57,000 unbounded; at 25,000 a serving
 # process stayed flat from 1x to 10x with the same page times (README,
 # Sizing). At 12,000 the month page and search took 5 to 10 times as long.
-DEFAULT_MAX = 25_000
+# But a search one per thread reads five trees keyed by docid at random
+# (the thread, date and list of its matches, their paths and words): at
+# ten times the corpus it keeps 35,700, and at 25,000 it emptied its
+# connection every time (132 ms against 6).
+DEFAULT_MAX = 40_000
 # Archiving: above what 200 messages into ten times the corpus keep
 # (63,000), so that a site of millions of messages has a bound that
 # archiving seldom reaches.

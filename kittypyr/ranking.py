@@ -144,7 +144,7 @@ def _threads_looked_at(wanted, best_only):
     return THREADS_FIRST_LOOKED * wanted if best_only is not None else max(4 * wanted, 200)
 
 
-def page_of_threads(archive, found, sort, start, size, widen=None):
+def page_of_threads(archive, found, sort, start, size, widen=None, lists=None):
     """The best message of each thread on the page:
     ``(docids, matches, total, threads, threads estimated, scored, total estimated)``.
 
@@ -155,11 +155,16 @@ def page_of_threads(archive, found, sort, start, size, widen=None):
     is full; ``matches`` counts each kept thread's matching messages,
     ``total`` the messages matched. ``threads`` is the number of threads
     matched: counted when all matches were looked at, else estimated from
-    the share of new threads among those that were.
+    the share of new threads among those that were. ``lists``: the
+    addresses searched, when known.
     """
     catalog = archive.catalog
     thread_of = catalog["thread"]._rev_index.get
     list_of = catalog["list"]._rev_index.get
+    # One list searched: every match is of it, and the list index (a tree
+    # keyed by docid, read at as many places as messages are looked at) is
+    # left alone.
+    list_of_match = (lambda docid, address=lists[0]: address) if lists is not None and len(lists) == 1 else list_of
     wanted = start + size
     scored, best_only = found
     looked = _threads_looked_at(wanted, best_only)
@@ -173,7 +178,7 @@ def page_of_threads(archive, found, sort, start, size, widen=None):
         ordered = _matches_in_order(archive, scored, sort, looked)
         firsts = {}
         for docid in ordered:
-            key = (list_of(docid), thread_of(docid))
+            key = (list_of_match(docid), thread_of(docid))
             if key not in firsts:
                 firsts[key] = docid
         if len(firsts) >= wanted or looked >= candidates:

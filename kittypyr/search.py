@@ -816,7 +816,7 @@ def _search(archive, query, visible_lists, mlist, sort, start, size, limits, gro
             def widen(looked):
                 return _matching(archive, asked, looked, limits.max_exact_count)
         docids, counts, total, results.threads, results.threads_estimated, scored, estimated = \
-            page_of_threads(archive, (scored, best_only), sort, start, size, widen)
+            page_of_threads(archive, (scored, best_only), sort, start, size, widen, asked.scope)
     elif best_only is not None:
         total, estimated = best_only
         start = last_page_start(start, size, total)

@@ -1,6 +1,6 @@
 """Page timing and a serving process's RSS with each bound on a connection's placeholders, in turns.
 
-    .venv/bin/python bench/placeholder_bound.py DIR... [--bounds 0 25000] [--rounds 2] [--requests 25]
+    .venv/bin/python bench/placeholder_bound.py DIR... [--bounds 0 40000] [--rounds 2] [--requests 25]
 
 Each DIR is an archive folder as ``bench/scale.py --data DIR`` leaves it
 (DIR for 10×, DIR/again for 1×). For each round, each bound
@@ -27,7 +27,7 @@ from common import placeholders_line  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
-    parser.add_argument("--bounds", nargs="+", type=int, default=[0, 25_000])
+    parser.add_argument("--bounds", nargs="+", type=int, default=[0, 40_000])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--requests", type=int, default=25, help="timed requests per page")
     args = parser.parse_args()

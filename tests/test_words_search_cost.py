@@ -15,7 +15,7 @@ from tests.test_filtered_search_cost import EveryNth
 DOCUMENTS = 40_000  # two words of about 64,000 postings: more than WORDS_SCORED_WHOLE_UP_TO
 PAGE = 20
 FILLER = "lorem ipsum dolor amet consectetur adipiscing elit sed eiusmod tempor".split()
-WORDS = ("heron", "egret")
+WORDS = ("heron", "egret", "ibis")
 
 
 def text(chance):
@@ -44,9 +44,9 @@ def stored_index(tmp_path_factory):
     db.close()
 
 
-def exhaustive(index, rule=None):
-    """Docid -> score of every document holding both words (and passing ``rule``), every posting scored."""
-    scored = evaluate(index, [[((word,), 0)] for word in WORDS])
+def exhaustive(index, rule=None, words=WORDS[:2]):
+    """Docid -> score of every document holding ``words`` (and passing ``rule``), every posting scored."""
+    scored = evaluate(index, [[((word,), 0)] for word in words])
     found = dict(zip(scored.docids.tolist(), scored.scores.tolist()))
     return {docid: score for docid, score in found.items() if rule is None or rule(docid)}
 
@@ -66,7 +66,7 @@ def test_two_common_words_find_the_best_page_and_read_a_part_of_their_chunks(sto
     try:
         connection.cacheMinimize()
         index = connection.root()["index"]
-        wids = index.word_ids(list(WORDS))
+        wids = index.word_ids(list(WORDS[:2]))
         chunks = sum(len(index._wordinfo[wid].ranked_chunks()[0]) for wid in wids)
         assert chunks > 200 and not index.cheap_to_score_whole(wids)
         allowed = None if rule is None else EveryNth(rule)
@@ -90,7 +90,7 @@ def test_a_few_matches_are_counted_exactly(stored_index, every):
     connection = stored_index.open()
     try:
         index = connection.root()["index"]
-        wids = index.word_ids(list(WORDS))
+        wids = index.word_ids(list(WORDS[:2]))
         rule = lambda docid: docid % every == 0  # noqa: E731
         scored, total, exact = index.best_words_scores(wids, PAGE, EveryNth(rule), exact_up_to=1000)
         expected = exhaustive(index, rule)
@@ -104,7 +104,7 @@ def test_a_removed_document_is_not_found_by_the_postings_a_group_keeps_high(stor
     connection = stored_index.open()
     try:
         index = connection.root()["index"]
-        wids = index.word_ids(list(WORDS))
+        wids = index.word_ids(list(WORDS[:2]))
         scored, _, _ = index.best_words_scores(wids, PAGE)
         best = int(scored.docids[np.argmax(scored.scores)])
         kept_high = [group for wid in wids for group in index._wordinfo[wid]._directory.groups
@@ -130,7 +130,7 @@ def test_an_index_made_before_groups_kept_high_postings_is_searched_the_same_and
     connection = stored_index.open()
     try:
         index = connection.root()["index"]
-        wids = index.word_ids(list(WORDS))
+        wids = index.word_ids(list(WORDS[:2]))
         groups = [group for wid in wids for group in index._wordinfo[wid]._directory.groups]
         for group in groups:
             # As a group made before: the class's None.
@@ -144,4 +144,17 @@ def test_an_index_made_before_groups_kept_high_postings_is_searched_the_same_and
         assert_holds_the_best_page(scored, exhaustive(index))
     finally:
         transaction.abort()
+        connection.close()
+
+
+def test_three_common_words_find_the_best_page(stored_index):
+    connection = stored_index.open()
+    try:
+        index = connection.root()["index"]
+        wids = index.word_ids(list(WORDS))
+        scored, total, exact = index.best_words_scores(wids, PAGE)
+        expected = exhaustive(index, words=WORDS)
+        assert_holds_the_best_page(scored, expected)
+        assert not exact and abs(total - len(expected)) <= len(expected) * 0.15, (total, len(expected))
+    finally:
         connection.close()

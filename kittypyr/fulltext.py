@@ -32,7 +32,7 @@ from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
 
 from kittypyr.lexicon import (_PAIR, _RECENT_INTS, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count,
-                              _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings,
+                              _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings, removed_from,
                               split_words)
 from kittypyr.scored import EMPTY, Scored, all_of, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
@@ -142,6 +142,17 @@ def zoned_text_of(message):
         message._v_prepared_text = prepared
     prepared.date = int(message.timestamp)
     return prepared
+
+
+def allowed_among(allowed, docids):
+    """Which of ``docids`` (an array) ``allowed`` lets through, as a boolean array.
+
+    Up to TESTED_ONE_BY_ONE are tested one by one; more are looked up in
+    the sorted array of every allowed docid.
+    """
+    if len(docids) <= TESTED_ONE_BY_ONE:
+        return allowed.passing(docids.tolist())
+    return held_in(allowed.every(), docids)
 
 
 def ceiling_of(data):
@@ -256,17 +267,14 @@ class ChunkGroup(Persistent):
 
     def remove(self, docid):
         """Drop ``docid``'s posting from the chunk holding it (and its high postings); False if none does."""
-        for at, chunk in enumerate(self.chunks):
-            data = _without(chunk.data, docid)
-            if data is None:
-                continue
-            chunk.data = data
-            if self.highs is not None:
-                high = _without(self.highs[at], docid)
-                if high is not None:
-                    self.highs = self.highs[:at] + (high,) + self.highs[at + 1:]
-            return True
-        return False
+        at = removed_from(self.chunks, docid)
+        if at is None:
+            return False
+        if self.highs is not None:
+            high = _without(self.highs[at], docid)
+            if high is not None:
+                self.highs = self.highs[:at] + (high,) + self.highs[at + 1:]
+        return True
 
 
 class ChunkDirectory(Persistent):
@@ -360,12 +368,7 @@ class ChunkDirectory(Persistent):
         for group in self.groups:
             if group.remove(docid):
                 return True
-        for chunk in self.open_chunks:
-            data = _without(chunk.data, docid)
-            if data is not None:
-                chunk.data = data
-                return True
-        return False
+        return removed_from(self.open_chunks, docid) is not None
 
     def split_groups(self):
         """Give the groups made before high postings were kept theirs; returns those groups.
@@ -490,17 +493,10 @@ class RankedPostings(Postings):
                 if span is None or (span[0] <= last_day and span[1] >= first_day)]
         return b"".join(kept + [bytes(self._tail)])
 
-    def remove(self, docid):
-        """Drop ``docid``'s posting (and the copy of it a group keeps high); KeyError if it has none."""
-        tail = _without(self._tail, docid)
-        if tail is not None:
-            self._tail = bytearray(tail)
-            return
+    def _remove_from_chunks(self, docid):
+        # The directory drops the copy a group keeps high too.
         directory = self._directory
-        if directory is not None and directory.remove(docid):
-            self._chunked -= 1
-            return
-        raise KeyError(docid)
+        return directory is not None and directory.remove(docid)
 
     def replace(self, docid, value):
         # zope.index's own reindexing path (FullTextIndex forgets and adds
@@ -831,10 +827,7 @@ class FullTextIndex(OkapiIndex):
         if total <= exact_up_to or share == 0:
             pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
             docids = pairs[:, 0].astype(np.int64)
-            if len(docids) <= TESTED_ONE_BY_ONE:
-                keep = allowed.passing(docids.tolist())
-            else:
-                keep = held_in(allowed.every(), docids)
+            keep = allowed_among(allowed, docids)
             kept = in_docid_order(docids[keep], self._bm25(pairs[keep, 1], idf, mean_length))
             return kept, len(kept), True
         if count / share > WALK_TESTS_MAX:
@@ -1086,7 +1079,6 @@ class FullTextIndex(OkapiIndex):
         # Added in the order ``evaluate`` adds them: the same scores to the last bit.
         words.sort(key=lambda word: word.count)
         best_sum = sum(word.maximum for word in words)
-        allowed = None if allowed is None else TestedOnce(allowed)
         while True:
             scored = self._found_in_all(words, allowed)
             floor = np.partition(scored.scores, len(scored) - count)[len(scored) - count] \
@@ -1125,12 +1117,12 @@ class FullTextIndex(OkapiIndex):
         if allowed is not None and len(scored):
             # The rarest word's first: a filter of one list among many
             # leaves the intersections a part of it to do.
-            keep = allowed.passing_array(scored.docids)
+            keep = allowed_among(allowed, scored.docids)
             scored = Scored(scored.docids[keep], scored.scores[keep])
         for word in words[1:]:
             if not len(scored):
                 break
-            scored = _sorted_intersection(scored, word.found())
+            scored = intersection(scored, word.found())
         return scored
 
     def _search_wids(self, wids):
@@ -1188,51 +1180,9 @@ class FullTextIndex(OkapiIndex):
         return scored
 
 
-def _sorted_intersection(first, second):
-    """``intersection`` of two ``Scored``, each in docid order: the smaller looked up in the larger."""
-    small, large = (first, second) if len(first) <= len(second) else (second, first)
-    keep = held_in(large.docids, small.docids)
-    docids = small.docids[keep]
-    at = np.searchsorted(large.docids, docids)
-    # In the order ``intersection`` adds them: the same scores to the last bit.
-    small_scores, large_scores = small.scores[keep], large.scores[at]
-    first_scores, second_scores = (small_scores, large_scores) if small is first else (large_scores, small_scores)
-    return Scored(docids, first_scores + second_scores)
-
-
 # Words with at most this many postings together are scored whole: below,
 # that costs less than reading their chunks' high postings first.
 WORDS_SCORED_WHOLE_UP_TO = 50_000
-
-class TestedOnce:
-    """An ``AllowedDocuments`` whose answers a search of several words keeps from one round to the next.
-
-    Many docids at once are looked up in its sorted array of every
-    allowed docid, as ``FullTextIndex._walked_allowed_scores`` does.
-    """
-
-    def __init__(self, allowed):
-        self.allowed = allowed
-        self.passing = allowed.passing
-        self._tested = np.empty(0, dtype=np.int64)
-        self._passed = np.empty(0, dtype=bool)
-
-    def passing_array(self, docids):
-        """Which of ``docids`` (a sorted array) are allowed, as a boolean array."""
-        known = held_in(self._tested, docids)
-        keep = np.zeros(len(docids), dtype=bool)
-        if known.any():
-            keep[known] = self._passed[np.searchsorted(self._tested, docids[known])]
-        new = docids[~known]
-        if len(new):
-            passed = held_in(self.allowed.every(), new) if len(new) > TESTED_ONE_BY_ONE \
-                else self.allowed.passing(new.tolist())
-            keep[~known] = passed
-            tested = np.concatenate([self._tested, new])
-            order = np.argsort(tested, kind="stable")
-            self._tested, self._passed = tested[order], np.concatenate([self._passed, passed])[order]
-        return keep
-
 
 # A search of several words estimates how many documents hold them all from
 # this many postings of the rarest, from at most this many of its chunks: each

@@ -349,6 +349,16 @@ def _without(data, docid, width=2):
     return _packed(values)
 
 
+def removed_from(chunks, docid):
+    """Drop ``docid``'s posting from the one of ``chunks`` (``PostingsChunk``) holding it; its position, or None."""
+    for at, chunk in enumerate(chunks):
+        data = _without(chunk.data, docid)
+        if data is not None:
+            chunk.data = data
+            return at
+    return None
+
+
 def _replaced(data, docid, value, width=2):
     """``data`` (as ``_without`` reads it) with ``docid``'s value (its second int) changed, or None if it has none."""
     values = _ints(data)
@@ -463,13 +473,13 @@ class Postings(Persistent):
         if tail is not None:
             self._tail = bytearray(tail)
             return
-        for chunk in self._chunks:
-            data = _without(chunk.data, docid)
-            if data is not None:
-                chunk.data = data
-                self._chunked -= 1
-                return
-        raise KeyError(docid)
+        if not self._remove_from_chunks(docid):
+            raise KeyError(docid)
+        self._chunked -= 1
+
+    def _remove_from_chunks(self, docid):
+        """Drop ``docid``'s posting from the full chunk holding it; False if none does."""
+        return removed_from(self._chunks, docid) is not None
 
     def replace(self, docid, frequency):
         """Change ``docid``'s frequency; False if it has no posting."""

@@ -77,10 +77,18 @@ def union(parts):
 
 
 def intersection(first, second):
-    """Documents in both, their scores added."""
-    docids, at_first, at_second = np.intersect1d(first.docids, second.docids, assume_unique=True,
-                                                 return_indices=True)
-    return Scored(docids, first.scores[at_first] + second.scores[at_second])
+    """Documents in both, their scores added (the first's plus the second's).
+
+    The smaller is looked up in the larger, both being in docid order:
+    no sort of the two together.
+    """
+    small, large = (first, second) if len(first) <= len(second) else (second, first)
+    keep = held_in(large.docids, small.docids)
+    docids = small.docids[keep]
+    small_scores, large_scores = small.scores[keep], large.scores[np.searchsorted(large.docids, docids)]
+    if small is first:
+        return Scored(docids, small_scores + large_scores)
+    return Scored(docids, large_scores + small_scores)
 
 
 def held_in(sorted_docids, docids):

@@ -893,8 +893,10 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     match and ``best_only`` None.
     """
     catalog = archive.catalog
-    word = _lone_word(catalog, asked) if best is not None else None
-    words = _lone_words(catalog, asked) if best is not None and word is None else None
+    plain = _plain_words(catalog, asked) if best is not None else None
+    word = plain[0] if plain is not None and len(plain) == 1 else None
+    # Several words, none repeated (the usual path counts a repeated word twice).
+    words = plain if plain is not None and len(plain) > 1 and len(set(plain)) == len(plain) else None
     if words is not None:
         found = _best_of_words(archive, asked, words, best, exact_up_to)
         if found is not None:
@@ -1061,26 +1063,15 @@ class BestOnly:
         return iter((self.total, self.estimated))
 
 
-def _lone_word(catalog, asked):
-    """The word id when ``asked`` is one word in any zone (and fields), else None."""
-    groups = asked.text.groups
-    if asked.text.excluded or len(groups) != 1 or len(groups[0]) != 1:
-        return None
-    words, zones = groups[0][0]
-    if zones or len(words) != 1:
-        return None
-    wids = catalog["text"].index.word_ids(words)
-    return wids[0] if len(wids) == 1 and wids[0] is not None else None
+def _plain_words(catalog, asked):
+    """The word ids when ``asked``'s words are all plain, else None.
 
-
-def _lone_words(catalog, asked):
-    """The word ids when ``asked`` is two or more distinct words, each in any zone (and fields), else None.
-
-    A word the index never saw makes it None too: the usual path answers
-    that nothing matches.
+    Plain: no excluded term, and each group one word in any zone (not a
+    phrase, not an OR), one the index has seen. A word the index never saw
+    makes it None too: the usual path answers that nothing matches.
     """
     groups = asked.text.groups
-    if asked.text.excluded or len(groups) < 2:
+    if asked.text.excluded or not groups:
         return None
     words = []
     for group in groups:
@@ -1091,7 +1082,7 @@ def _lone_words(catalog, asked):
             return None
         words += terms
     wids = catalog["text"].index.word_ids(words)
-    if len(wids) != len(groups) or None in wids or len(set(wids)) != len(wids):
+    if len(wids) != len(groups) or None in wids:
         return None
     return wids
 

@@ -219,12 +219,29 @@ def split_word_chunks(archive):
             split_chunks_of(text_index)
 
 
+def move_word_sequences(archive):
+    """Version 16: the text index keeps each message's word sequence in small buckets.
+
+    A phrase is checked in its candidates' sequences, each read at its own
+    place: zope.index's tree read 30 of them for each (``WordSequences``).
+    Every sequence is stored again once; no message is read.
+    """
+    from kittypyr.fulltext import move_word_sequences_of
+    from kittypyr.lexicon import OkapiIndex
+
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        if isinstance(text_index, OkapiIndex):
+            move_word_sequences_of(text_index)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
                 date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts,
-                inline_small_catalog_entries, rank_threads_on_themselves, split_word_chunks]
+                inline_small_catalog_entries, rank_threads_on_themselves, split_word_chunks,
+                move_word_sequences]
 
 
 def bootstrap_archive(zodb_root, registry):

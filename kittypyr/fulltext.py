@@ -24,6 +24,7 @@ import array
 import contextvars
 import heapq
 from contextlib import contextmanager
+from itertools import islice
 
 import numpy as np
 from repoze.catalog.query import Query
@@ -33,7 +34,7 @@ from zope.index.text.baseindex import inverse_doc_frequency
 
 from kittypyr.lexicon import (_PAIR, _RECENT_INTS, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count,
                               _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings, removed_from,
-                              split_words)
+                              split_words, WordSequences)
 from kittypyr.scored import EMPTY, Scored, all_of, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
@@ -631,6 +632,34 @@ def split_chunks_of(index):
             chunks_read = 0
             _savepoint_and_trim(index)
     return split
+
+
+# Word sequences moved by move_word_sequences_of between two savepoints
+# (about a kilobyte each).
+SEQUENCES_BETWEEN_SAVEPOINTS = 20_000
+
+
+def move_word_sequences_of(index):
+    """Move ``index``'s word sequences into a ``WordSequences`` if they are not in one; how many were moved.
+
+    Each is stored again as it is (an older one may be a string), in docid
+    order, a batch of SEQUENCES_BETWEEN_SAVEPOINTS at a time with a
+    savepoint and the cache trimmed after each.
+    """
+    older = index._docwords
+    if type(older) is WordSequences:
+        return 0
+    moved = index._docwords = WordSequences()
+    count = 0
+    after = None
+    while True:
+        batch = list(islice(older.items(after, excludemin=after is not None), SEQUENCES_BETWEEN_SAVEPOINTS))
+        if not batch:
+            return count
+        moved.update(batch)
+        count += len(batch)
+        after = batch[-1][0]
+        _savepoint_and_trim(index)
 
 
 def date_chunks_of(index, day_of):

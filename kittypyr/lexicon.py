@@ -22,6 +22,7 @@ import struct
 import sys
 import unicodedata
 
+from BTrees.IOBTree import IOBTree
 from persistent import Persistent
 from transaction.interfaces import NoTransaction
 from ZODB.POSException import ConflictError
@@ -665,6 +666,21 @@ class _PendingAtSavepoint:
                                 for key, (index, words) in self.held.items()}
 
 
+class WordSequences(IOBTree):
+    """Docid -> a document's word ids in the order of its text (widcode), a few documents to a bucket.
+
+    A phrase is looked for in its candidates' sequences (about a kilobyte
+    each), one read apiece at places spread over the whole index: a bucket
+    of zope.index's own tree holds 30 to 60 of them, so each check read
+    thirty times the sequence it wanted. Docids come in order, so buckets
+    stay half full: about 8 here. Inner nodes hold few buckets too: each
+    one read leaves a placeholder for every bucket it points to.
+    """
+
+    max_leaf_size = 16
+    max_internal_size = 64
+
+
 class OkapiIndex(_ZopeOkapiIndex):
     """zope.index's OkapiIndex, with compact postings fed by ``Lexicon``.
 
@@ -685,6 +701,7 @@ class OkapiIndex(_ZopeOkapiIndex):
         # they share: this tree merges such appends (kittypyr.merging).
         self._wordinfo = AppendedBytes()
         self._recent = AppendedBytes()
+        self._docwords = WordSequences()
 
     def postings_of(self, wid):
         """The postings of word ``wid`` as a reader needs them, None if it has none.

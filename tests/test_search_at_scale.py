@@ -430,3 +430,27 @@ def test_an_archive_made_before_groups_kept_high_postings_gets_them_at_start_up(
         with prepare(registry=app.registry) as env:
             env["root"].catalog["text"].index._wordinfo[wid] = ocelot
             transaction.commit()
+
+
+def test_an_archive_made_before_word_sequences_had_small_buckets_gets_them_at_start_up(app):
+    from BTrees.IOBTree import IOBTree
+
+    from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive, move_word_sequences
+    from kittypyr.lexicon import WordSequences
+
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        index = archive.catalog["text"].index
+        sequences = dict(index._docwords.items())
+        # As the archive's previous version kept them: zope.index's own tree.
+        index._docwords = IOBTree(sequences)
+        archive.schema_version = EVOLVE_STEPS.index(move_word_sequences)
+        transaction.commit()
+    with prepare(registry=app.registry) as env:
+        archive = bootstrap_archive(env["root"]._p_jar.root(), app.registry)
+        transaction.commit()
+        assert archive.schema_version == len(EVOLVE_STEPS)
+        moved = archive.catalog["text"].index._docwords
+        assert type(moved) is WordSequences and dict(moved.items()) == sequences
+    results, ids = search(app, '"gray heron"', sort="date-desc", size=PHRASE_HOLDERS)
+    assert sorted(number(i) for i in ids) == list(range(PHRASE_HOLDERS))

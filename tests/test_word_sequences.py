@@ -1,0 +1,79 @@
+"""A phrase is looked for in each candidate's word sequence: one check reads a few documents' sequences, not dozens."""
+
+import random
+
+import pytest
+import ZODB
+from BTrees.IOBTree import IOBucket
+from ZODB.FileStorage import FileStorage
+
+from kittypyr.fulltext import FullTextIndex
+from kittypyr.lexicon import Lexicon, WordSequences
+
+DOCUMENTS = 6_000
+FILLER = "lorem ipsum dolor amet consectetur adipiscing elit sed eiusmod tempor".split()
+CHECKED = 100
+
+
+def text(chance, number):
+    words = [chance.choice(FILLER) for _ in range(chance.randint(20, 300))]
+    # Every third document holds the phrase; the others both words apart.
+    if number % 3 == 0:
+        words.insert(chance.randint(0, len(words)), "gray heron")
+    else:
+        words = ["heron"] + words + ["gray"]
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def stored_index(tmp_path_factory):
+    """A text index of DOCUMENTS texts (docids in the order they came, as the archive gives them), in a FileStorage."""
+    path = tmp_path_factory.mktemp("sequences") / "Data.fs"
+    chance = random.Random(3)
+    db = ZODB.DB(FileStorage(str(path)))
+    with db.transaction() as connection:
+        index = connection.root()["index"] = FullTextIndex(Lexicon())
+        for docid in range(1, DOCUMENTS + 1):
+            index.index_doc(docid, text(chance, docid))
+    yield db
+    db.close()
+
+
+def loaded_sequences(connection, before):
+    """How many documents' word sequences the buckets loaded since ``before`` (oids then in memory) hold."""
+    return sum(len(obj) for oid, obj in connection._cache.lru_items()
+               if oid not in before and type(obj) is IOBucket)
+
+
+def test_checking_a_phrase_in_candidates_spread_over_the_archive_reads_few_other_sequences(stored_index):
+    connection = stored_index.open()
+    try:
+        index = connection.root()["index"]
+        assert type(index._docwords) is WordSequences
+        candidates = index.term(["gray", "heron"], verify=False)
+        assert len(candidates) == DOCUMENTS
+        connection.cacheMinimize()
+        before = {oid for oid, _ in connection._cache.lru_items()}
+        # As a page by relevance checks them: at places all over the archive.
+        step = DOCUMENTS // CHECKED - 1
+        checked = candidates.docids[step // 2::step][:CHECKED].tolist()
+        assert [docid for docid in checked if candidates.check(docid)] == \
+            [docid for docid in checked if docid % 3 == 0]
+        read = loaded_sequences(connection, before)
+        assert CHECKED <= read <= WordSequences.max_leaf_size * CHECKED, read
+    finally:
+        connection.close()
+
+
+def test_a_phrase_is_found_in_every_document_that_holds_it_and_no_other(stored_index):
+    connection = stored_index.open()
+    try:
+        index = connection.root()["index"]
+        found = index.term(["gray", "heron"]).docids.tolist()
+        assert found == [docid for docid in range(1, DOCUMENTS + 1) if docid % 3 == 0]
+        # Forgetting a document forgets its sequence too.
+        index.unindex_doc(3)
+        assert 3 not in index._docwords and 3 not in index.term(["gray", "heron"]).docids.tolist()
+    finally:
+        connection.transaction_manager.abort()
+        connection.close()

@@ -35,7 +35,7 @@ from zope.index.text.baseindex import inverse_doc_frequency
 from kittypyr.lexicon import (_PAIR, _RECENT_INTS, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count,
                               _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings, removed_from,
                               split_words, WordSequences)
-from kittypyr.scored import EMPTY, Scored, all_of, held_in, in_docid_order, intersection, restricted, union, verified
+from kittypyr.scored import EMPTY, Scored, all_of, best_passing, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
 LENGTH_MAX = 0xFFFF
@@ -998,30 +998,36 @@ class FullTextIndex(OkapiIndex):
             return np.empty(0, dtype=np.int64), np.empty(0)
         return np.concatenate(sampled).astype(np.int64), np.concatenate(weights)
 
-    def _share_holding(self, rarest, others, allowed):
-        """The share of the postings of ``rarest`` (a ``WordImpacts``) whose document holds every word of ``others`` and is ``allowed``.
+    def _share_holding(self, rarest, others, allowed, check=None):
+        """``(holding, passing)``: the shares of the postings of ``rarest`` (a ``WordImpacts``) whose document
+        holds every word of ``others`` and is ``allowed``, and of those that pass ``check`` too.
 
-        The filter, a cheap test, is tried on a spread sample; the words,
-        each a read of a document's word sequence, on at most
+        The filter, a cheap test, is tried on a spread sample; the words and
+        the check, each a read of a document's word sequence, on at most
         MATCH_SAMPLE of the documents it let through.
         """
         sampled, weights = self._spread_sample(rarest.chunks, rarest.tail, spread=MATCH_SAMPLE_CHUNKS)
         if not len(sampled):
-            return 0.0
+            return 0.0, 0.0
         share = 1.0
         if allowed is not None:
             passed = allowed.passing(sampled.tolist())
             share = float(weights[passed].sum() / weights.sum())
             sampled, weights = sampled[passed], weights[passed]
             if not len(sampled):
-                return 0.0
+                return 0.0, 0.0
         picked = np.unique(np.linspace(0, len(sampled) - 1, min(len(sampled), MATCH_SAMPLE)).astype(np.int64))
         sampled, weights = sampled[picked], weights[picked]
         held = set(sampled.tolist())
         for wid in others:
             held = set(self.holding(wid, sorted(held)))
         holding = np.fromiter((docid in held for docid in sampled.tolist()), dtype=bool, count=len(sampled))
-        return share * float(weights[holding].sum() / weights.sum())
+        holding_share = share * float(weights[holding].sum() / weights.sum())
+        if check is None:
+            return holding_share, holding_share
+        passing = np.fromiter((docid in held and check(docid) for docid in sampled.tolist()), dtype=bool,
+                              count=len(sampled))
+        return holding_share, share * float(weights[passing].sum() / weights.sum())
 
     def _best_chunks_first(self, chunks, bounds, floor):
         """The packed postings of ``chunks`` that can still reach the page, best ``bounds`` first.
@@ -1081,7 +1087,7 @@ class FullTextIndex(OkapiIndex):
             docids, scores = docids[keep], scores[keep]
         return in_docid_order(docids, scores), len(postings), True
 
-    def best_words_scores(self, wids, count, allowed=None, exact_up_to=1000):
+    def best_words_scores(self, wids, count, allowed=None, exact_up_to=1000, check=None):
         """``(scored, total, exact)`` for the documents holding every word of ``wids``, as ``best_word_scores``.
 
         ``wids``: distinct word ids, every zone; ``allowed``: None, or an
@@ -1096,6 +1102,14 @@ class FullTextIndex(OkapiIndex):
         sample of the rarest word's postings (``MATCH_SAMPLE``); when it is
         at most ``exact_up_to``, or everything was read, the matches are
         counted.
+
+        ``check``: a test the documents must pass too (their phrases), each
+        a read of a word sequence. A phrase scores as its words do, so its
+        best are among the words' best: those are looked at best first
+        until ``count`` pass, and when fewer do, four times as many of the
+        words' best are read (each document looked at once). ``scored``
+        then holds the ``count`` best that pass, or every one that does
+        when the documents holding the words are at most ``exact_up_to``.
         """
         every = [self.postings_of(wid) for wid in wids]
         if any(postings is None for postings in every):
@@ -1108,33 +1122,60 @@ class FullTextIndex(OkapiIndex):
         # Added in the order ``evaluate`` adds them: the same scores to the last bit.
         words.sort(key=lambda word: word.count)
         best_sum = sum(word.maximum for word in words)
+        looked = count
+        while True:
+            scored, floor = self._best_found(words, allowed, looked, best_sum)
+            if check is None:
+                break
+            passing = best_passing(Scored(scored.docids, scored.scores, check), count)
+            if len(passing) >= count or len(scored) < looked:
+                break
+            looked *= 4
+        read_whole = all(word.read_whole for word in words)
+        if read_whole and (check is None or len(scored) <= exact_up_to):
+            scored = verified(Scored(scored.docids, scored.scores, check))
+            return scored, len(scored), True
+        if check is not None and len(passing) < count:
+            # Fewer than ``looked`` hold the words, and every one was looked at.
+            return passing, len(passing), True
+        rarest = words[0]
+        share, share_passing = self._share_holding(rarest, [word.wid for word in words[1:]], allowed, check)
+        if not read_whole and max(round(share * rarest.count), len(scored)) <= exact_up_to:
+            for word in words:
+                word.read_reaching(-np.inf)
+            found = self._found_in_all(words, allowed)
+            scored = verified(Scored(found.docids, found.scores, check))
+            return scored, len(scored), True
+        total = round(share_passing * rarest.count)
+        if check is not None:
+            return passing, max(total, len(passing)), False
+        # What scores below the count-th best can never be shown.
+        keep = scored.scores >= floor
+        return Scored(scored.docids[keep], scored.scores[keep]), max(total, len(scored)), False
+
+    def _best_found(self, words, allowed, count, best_sum):
+        """``(scored, floor)``: every document that can be among the ``count`` best of ``words``, read so far.
+
+        ``floor`` is the ``count``-th best score (-inf when fewer are found):
+        of each word, the chunks whose postings could still reach it are read.
+        """
         while True:
             scored = self._found_in_all(words, allowed)
             floor = np.partition(scored.scores, len(scored) - count)[len(scored) - count] \
                 if len(scored) >= count else -np.inf
             opened = [word.read_reaching(floor - (best_sum - word.maximum)) for word in words]
             if not any(opened):
-                break
-        if all(word.read_whole for word in words):
-            return scored, len(scored), True
-        rarest = words[0]
-        share = self._share_holding(rarest, [word.wid for word in words[1:]], allowed)
-        total = max(round(share * rarest.count), len(scored))
-        if total <= exact_up_to:
-            for word in words:
-                word.read_reaching(-np.inf)
-            scored = self._found_in_all(words, allowed)
-            return scored, len(scored), True
-        # What scores below the count-th best can never be shown.
-        keep = scored.scores >= floor
-        return Scored(scored.docids[keep], scored.scores[keep]), total, False
+                return scored, floor
 
-    def cheap_to_score_whole(self, wids):
+    def cheap_to_score_whole(self, wids, phrases=False):
         """Whether the words ``wids`` have at most WORDS_SCORED_WHOLE_UP_TO postings together.
 
         Scoring every one of them then costs less than ``best_words_scores``.
+        ``phrases``: whether some of them make phrases (then at most
+        PHRASE_WORDS_SCORED_WHOLE_UP_TO).
         """
-        return sum(_doc_count(self.postings_of(wid) or b"") for wid in wids) <= WORDS_SCORED_WHOLE_UP_TO
+        most = PHRASE_WORDS_SCORED_WHOLE_UP_TO if phrases else WORDS_SCORED_WHOLE_UP_TO
+        return sum(_doc_count(self.postings_of(wid) or b"") for wid in wids) <= most
 
     @staticmethod
     def _found_in_all(words, allowed):
@@ -1195,23 +1236,30 @@ class FullTextIndex(OkapiIndex):
             if not len(scored):
                 return EMPTY
         if len(wids) > 1:
-            code = encode_positions(wids, range(len(wids)))
-            as_bytes = code.encode("latin-1")
-            docwords = self._docwords
-
-            def holds(docid):
-                words = docwords[docid]
-                return words.find(as_bytes if type(words) is bytes else code) >= 0
-
-            scored = Scored(scored.docids, scored.scores, holds)
+            scored = Scored(scored.docids, scored.scores, self.phrase_check(wids))
             if verify:
                 scored = verified(scored)
         return scored
+
+    def phrase_check(self, wids):
+        """Whether a document's word sequence holds the words ``wids`` side by side, in order: docid -> bool."""
+        code = encode_positions(wids, range(len(wids)))
+        as_bytes = code.encode("latin-1")
+        docwords = self._docwords
+
+        def holds(docid):
+            words = docwords[docid]
+            return words.find(as_bytes if type(words) is bytes else code) >= 0
+
+        return holds
 
 
 # Words with at most this many postings together are scored whole: below,
 # that costs less than reading their chunks' high postings first.
 WORDS_SCORED_WHOLE_UP_TO = 50_000
+# The same for the words of a phrase: scored whole, every candidate is a
+# page's or the count's sample's, and each costs a read of its word sequence.
+PHRASE_WORDS_SCORED_WHOLE_UP_TO = 10_000
 
 # A search of several words estimates how many documents hold them all from
 # this many postings of the rarest, from at most this many of its chunks: each

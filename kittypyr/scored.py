@@ -38,6 +38,24 @@ def verified(scored):
     return Scored(scored.docids[keep], scored.scores[keep])
 
 
+def best_passing(scored, count):
+    """The first ``count`` of ``scored``'s candidates, in the order of their scores, that pass its check.
+
+    With every other that passes and scores as the last of them: a page
+    orders equals by date.
+    """
+    kept = []
+    check = scored.check
+    scores = scored.scores
+    for at in np.argsort(-scores, kind="stable").tolist():
+        if len(kept) >= count and scores[at] < scores[kept[-1]]:
+            break
+        if check(int(scored.docids[at])):
+            kept.append(at)
+    kept = np.array(sorted(kept), dtype=np.int64)
+    return Scored(scored.docids[kept], scored.scores[kept])
+
+
 def all_of(checks):
     """One check out of several (None for none), each docid's answer remembered."""
     checks = [check for check in checks if check is not None]

@@ -42,7 +42,7 @@ from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_tot
                               ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
-from kittypyr.scored import Scored, restricted, verified
+from kittypyr.scored import Scored, all_of, restricted, verified
 from kittypyr.snippets import SNIPPET_SCAN_CHARS, snippet
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
@@ -893,12 +893,11 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     match and ``best_only`` None.
     """
     catalog = archive.catalog
-    plain = _plain_words(catalog, asked) if best is not None else None
-    word = plain[0] if plain is not None and len(plain) == 1 else None
+    plain = _plain_terms(catalog, asked) if best is not None else None
+    word = plain.words[0] if plain is not None and len(plain.words) == 1 and not plain.phrases else None
     # Several words, none repeated (the usual path counts a repeated word twice).
-    words = plain if plain is not None and len(plain) > 1 and len(set(plain)) == len(plain) else None
-    if words is not None:
-        found = _best_of_words(archive, asked, words, best, exact_up_to)
+    if plain is not None and len(plain.words) > 1 and len(set(plain.words)) == len(plain.words):
+        found = _best_of_words(archive, asked, plain, best, exact_up_to)
         if found is not None:
             return found
     scored = None
@@ -932,24 +931,29 @@ def _conditions_of(archive, asked):
     return conditions
 
 
-def _best_of_words(archive, asked, words, best, exact_up_to):
-    """``_matching`` for several words, each in any zone: what can be among the ``best`` first, and ``BestOnly``.
+def _best_of_words(archive, asked, plain, best, exact_up_to):
+    """``_matching`` for several words and phrases (``PlainTerms``): what can be among the ``best`` first, and ``BestOnly``.
 
-    None when the words are few enough to be scored whole.
+    None when the words are few enough to be scored whole. Phrases are the
+    ``check`` of ``FullTextIndex.best_words_scores``: their best are looked
+    for among their words' best.
     """
     catalog = archive.catalog
     index = catalog["text"].index
-    if index.cheap_to_score_whole(words):
+    words = plain.words
+    if index.cheap_to_score_whole(words, phrases=bool(plain.phrases)):
         return None
     conditions = _conditions_of(archive, asked)
     allowed = AllowedDocuments(catalog, conditions) if conditions else None
-    scored, total, exact = index.best_words_scores(words, best, allowed, exact_up_to)
+    # Each document's answer remembered: asked again when more are read.
+    check = all_of([index.phrase_check(phrase) for phrase in plain.phrases])
+    scored, total, exact = index.best_words_scores(words, best, allowed, exact_up_to, check)
 
     def matching(docids):
         kept = [docid for docid in docids if allowed is None or allowed.test(docid)]
         for wid in words:
             kept = index.holding(wid, kept)
-        return kept
+        return kept if check is None else [docid for docid in kept if check(docid)]
 
     return scored, BestOnly(total, not exact, matching)
 
@@ -1063,28 +1067,41 @@ class BestOnly:
         return iter((self.total, self.estimated))
 
 
-def _plain_words(catalog, asked):
-    """The word ids when ``asked``'s words are all plain, else None.
+@dataclass
+class PlainTerms:
+    """A query's words when each is plain (see ``_plain_terms``)."""
 
-    Plain: no excluded term, and each group one word in any zone (not a
-    phrase, not an OR), one the index has seen. A word the index never saw
+    words: list  # the distinct word ids of every term
+    phrases: list  # of the terms that are phrases, each one's word ids in order
+
+
+def _plain_terms(catalog, asked):
+    """``PlainTerms`` when ``asked``'s terms are all plain words and phrases, else None.
+
+    Plain: no excluded term, and each group one word or phrase in any zone
+    (not an OR), of words the index has seen. A word the index never saw
     makes it None too: the usual path answers that nothing matches.
     """
     groups = asked.text.groups
     if asked.text.excluded or not groups:
         return None
-    words = []
+    index = catalog["text"].index
+    words, phrases = [], []
     for group in groups:
         if len(group) != 1:
             return None
         terms, zones = group[0]
-        if zones or len(terms) != 1:
+        if zones:
             return None
-        words += terms
-    wids = catalog["text"].index.word_ids(words)
-    if len(wids) != len(groups) or None in wids:
-        return None
-    return wids
+        wids = index.word_ids(terms)
+        if not wids or None in wids:
+            return None
+        if len(wids) > 1:
+            # As ``FullTextIndex.term`` scores a phrase: each distinct word once.
+            phrases.append(wids)
+            wids = list(dict.fromkeys(wids))
+        words += wids
+    return PlainTerms(words, phrases)
 
 
 def _resource(archive, docid):

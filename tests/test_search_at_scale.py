@@ -389,6 +389,33 @@ def test_two_words_read_from_their_high_postings_page_as_an_exhaustive_scoring_r
     assert ids == [best[key] for key in threads[:20]]
 
 
+@pytest.mark.parametrize("sender", [None, "bob@example.org"])
+def test_a_phrase_read_from_its_words_high_postings_pages_as_an_exhaustive_scoring_ranks(app, sender, monkeypatch):
+    # As a phrase of two common words of a large archive: its words' best
+    # postings read first, the candidates looked at best first; half of
+    # those holding both words hold the phrase.
+    from kittypyr import fulltext
+
+    monkeypatch.setattr(fulltext, "PHRASE_WORDS_SCORED_WHOLE_UP_TO", 0)
+    expected = [message_id for message_id in brute_force_ranking(app, ("gray", "heron"), sender)
+                if number(message_id) < PHRASE_HOLDERS]
+    assert len(expected) > 50
+    query = '"gray heron"' + (f" from:{sender}" if sender else "")
+    for start in (0, 20, len(expected) - 10):
+        _, ids = search(app, query, start=start, size=20)
+        assert ids == expected[start:start + 20]
+    results, _ = search(app, query)
+    assert abs(results.total - len(expected)) <= len(expected) * 0.25, (results.total, len(expected))
+    # One per thread: each of these messages is a thread of its own.
+    results, ids = search(app, query, group="thread", size=20)
+    assert ids == expected[:20] and all(hit.thread_matches == 1 for hit in results.hits)
+    # A phrase with a word: the page is the phrase's holders, ranked by all three words.
+    expected = [message_id for message_id in brute_force_ranking(app, ("gray", "heron", "dolor"), sender)
+                if number(message_id) < PHRASE_HOLDERS]
+    _, ids = search(app, '"gray heron" dolor' + (f" from:{sender}" if sender else ""), size=20)
+    assert ids == expected[:20]
+
+
 def test_an_archive_made_before_groups_kept_high_postings_gets_them_at_start_up(app):
     from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive, split_word_chunks
     from kittypyr.fulltext import ChunkDirectory, ChunkGroup, RankedPostings, split_high

@@ -3,12 +3,10 @@
 import random
 
 import pytest
-import ZODB
 from BTrees.IOBTree import IOBucket
-from ZODB.FileStorage import FileStorage
 
-from kittypyr.fulltext import FullTextIndex
-from kittypyr.lexicon import Lexicon, WordSequences
+from kittypyr.lexicon import WordSequences
+from tests.test_words_search_cost import index_in_file_storage
 
 DOCUMENTS = 6_000
 FILLER = "lorem ipsum dolor amet consectetur adipiscing elit sed eiusmod tempor".split()
@@ -28,13 +26,8 @@ def text(chance, number):
 @pytest.fixture(scope="module")
 def stored_index(tmp_path_factory):
     """A text index of DOCUMENTS texts (docids in the order they came, as the archive gives them), in a FileStorage."""
-    path = tmp_path_factory.mktemp("sequences") / "Data.fs"
     chance = random.Random(3)
-    db = ZODB.DB(FileStorage(str(path)))
-    with db.transaction() as connection:
-        index = connection.root()["index"] = FullTextIndex(Lexicon())
-        for docid in range(1, DOCUMENTS + 1):
-            index.index_doc(docid, text(chance, docid))
+    db = index_in_file_storage(tmp_path_factory.mktemp("sequences"), DOCUMENTS, lambda docid: text(chance, docid))
     yield db
     db.close()
 

@@ -30,16 +30,21 @@ def text(chance):
     return " ".join(words)
 
 
+def index_in_file_storage(folder, count, text_of):
+    """A database in ``folder`` whose root's "index" is a text index of ``text_of(docid)`` for docids 1 to ``count``."""
+    db = ZODB.DB(FileStorage(str(folder / "Data.fs")))
+    with db.transaction() as connection:
+        index = connection.root()["index"] = FullTextIndex(Lexicon())
+        for docid in range(1, count + 1):
+            index.index_doc(docid, text_of(docid))
+    return db
+
+
 @pytest.fixture(scope="module")
 def stored_index(tmp_path_factory):
     """A text index of DOCUMENTS texts, in a FileStorage."""
-    path = tmp_path_factory.mktemp("words") / "Data.fs"
     chance = random.Random(11)
-    db = ZODB.DB(FileStorage(str(path)))
-    with db.transaction() as connection:
-        index = connection.root()["index"] = FullTextIndex(Lexicon())
-        for docid in range(1, DOCUMENTS + 1):
-            index.index_doc(docid, text(chance))
+    db = index_in_file_storage(tmp_path_factory.mktemp("words"), DOCUMENTS, lambda docid: text(chance))
     yield db
     db.close()
 
@@ -51,8 +56,8 @@ def exhaustive(index, rule=None, words=WORDS[:2]):
     return {docid: score for docid, score in found.items() if rule is None or rule(docid)}
 
 
-def assert_holds_the_best_page(scored, expected):
-    floor = sorted(expected.values(), reverse=True)[PAGE - 1]
+def assert_holds_the_best_page(scored, expected, page=PAGE):
+    floor = sorted(expected.values(), reverse=True)[page - 1]
     found = dict(zip(scored.docids.tolist(), scored.scores.tolist()))
     # Every document that can be on the page, with the very same score.
     best = {docid: score for docid, score in expected.items() if score >= floor}
@@ -156,5 +161,75 @@ def test_three_common_words_find_the_best_page(stored_index):
         expected = exhaustive(index, words=WORDS)
         assert_holds_the_best_page(scored, expected)
         assert not exact and abs(total - len(expected)) <= len(expected) * 0.15, (total, len(expected))
+    finally:
+        connection.close()
+
+
+PHRASE_DOCUMENTS = 20_000
+
+
+def phrase_text(chance):
+    """As a phrase of two common words: both words in most messages, side by side in about half of those."""
+    words = [chance.choice(FILLER) for _ in range(chance.randint(20, 400))]
+    if chance.random() < 0.8:
+        if chance.random() < 0.5:
+            for _ in range(chance.randint(1, 3)):
+                words.insert(chance.randint(0, len(words)), "heron egret")
+        else:
+            words = ["egret"] * chance.randint(1, 2) + words + ["heron"] * chance.randint(1, 2)
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def phrase_index(tmp_path_factory):
+    """A text index of PHRASE_DOCUMENTS texts, in a FileStorage."""
+    chance = random.Random(17)
+    db = index_in_file_storage(tmp_path_factory.mktemp("phrase"), PHRASE_DOCUMENTS, lambda docid: phrase_text(chance))
+    yield db
+    db.close()
+
+
+def exhaustive_phrase(index, words):
+    """Docid -> score of every document holding the phrase ``words``, every posting scored."""
+    phrase = index.term(list(words))
+    return dict(zip(phrase.docids.tolist(), phrase.scores.tolist()))
+
+
+def test_a_phrase_of_two_common_words_is_looked_for_among_their_best_postings(phrase_index):
+    connection = phrase_index.open()
+    try:
+        connection.cacheMinimize()
+        index = connection.root()["index"]
+        wids = index.word_ids(["heron", "egret"])
+        chunks = sum(len(index._wordinfo[wid].ranked_chunks()[0]) for wid in wids)
+        scored, total, exact = index.best_words_scores(wids, PAGE, None, 50, index.phrase_check(wids))
+        read = sum(chunk._p_changed is not None for wid in wids for chunk in index._wordinfo[wid].ranked_chunks()[0])
+
+        expected = exhaustive_phrase(index, ["heron", "egret"])
+        assert len(scored) >= PAGE and not exact
+        assert_holds_the_best_page(scored, expected)
+        assert abs(total - len(expected)) <= len(expected) * 0.15, (total, len(expected))
+        # Every posting of both words was read before, to score the phrase's candidates.
+        assert read < chunks / 3, (read, chunks)
+    finally:
+        connection.close()
+
+
+def test_a_phrase_its_words_seldom_make_is_found_among_more_of_their_best(phrase_index):
+    # "egret heron" only where two "heron egret" were put side by side.
+    connection = phrase_index.open()
+    try:
+        index = connection.root()["index"]
+        words = ["egret", "heron"]
+        wids = index.word_ids(words)
+        expected = exhaustive_phrase(index, words)
+        assert PAGE < len(expected) < PHRASE_DOCUMENTS / 50
+        scored, total, exact = index.best_words_scores(wids, PAGE, None, 50, index.phrase_check(wids))
+        assert_holds_the_best_page(scored, expected)
+        assert not exact and total >= len(scored)
+        # More asked for than there are: every document holding the words looked at, and counted.
+        scored, total, exact = index.best_words_scores(wids, 1000, None, 50, index.phrase_check(wids))
+        assert dict(zip(scored.docids.tolist(), scored.scores.tolist())) == expected
+        assert exact and total == len(expected)
     finally:
         connection.close()

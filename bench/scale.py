@@ -208,6 +208,9 @@ def time_pages(folder, pages, requests, extra=""):
 
     ``extra``: settings added to the server's .ini, a line each.
     """
+    # The import just written (gigabytes at 10x) goes to disk first: its
+    # write-back would otherwise land in the pages' timings.
+    os.sync()
     port = free_port()
     config = serving_config(folder, port=port, extra=extra)
     log = open(folder / "server.log", "ab")

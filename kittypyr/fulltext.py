@@ -23,6 +23,7 @@ process only turns words into ids and appends the packed postings.
 import array
 import contextvars
 import heapq
+import re
 from contextlib import contextmanager
 from itertools import islice
 
@@ -784,23 +785,8 @@ class FullTextIndex(OkapiIndex):
 
     def holding(self, wid, docids):
         """Those of ``docids`` whose text holds the word ``wid``, read from their word sequences."""
-        code = encode_positions([wid], [0]).encode("latin-1")
-        docwords = self._docwords
-        found = []
-        for docid in docids:
-            words = docwords.get(docid)
-            if words is None:
-                continue
-            if type(words) is not bytes:
-                words = words.encode("latin-1")
-            at = words.find(code)
-            # A code is a prefix of the longer codes that continue it: the
-            # match must end where the next code starts (its high bit set).
-            while at >= 0 and at + len(code) < len(words) and words[at + len(code)] < 0x80:
-                at = words.find(code, at + 1)
-            if at >= 0:
-                found.append(docid)
-        return found
+        holds = self.phrase_check([wid])
+        return [docid for docid in docids if holds(docid)]
 
     def _chunk_bounds(self, ceilings, idf, mean_length):
         """The best score each chunk can hold, from its ceiling (``ceiling_of``)."""
@@ -1242,14 +1228,23 @@ class FullTextIndex(OkapiIndex):
         return scored
 
     def phrase_check(self, wids):
-        """Whether a document's word sequence holds the words ``wids`` side by side, in order: docid -> bool."""
+        """Whether a document's word sequence holds the words ``wids`` side by side, in order: docid -> bool.
+
+        A document no longer indexed holds none.
+        """
         code = encode_positions(wids, range(len(wids)))
-        as_bytes = code.encode("latin-1")
+        # A word's code begins the longer codes of 128 other ids (widcode):
+        # the run must end where a code ends, before a byte with its high bit
+        # set (the next code's first) or the end. Its start is one already.
+        as_bytes = re.compile(re.escape(code.encode("latin-1")) + rb"(?![\x00-\x7f])").search
+        as_text = re.compile(re.escape(code) + r"(?![\x00-\x7f])").search
         docwords = self._docwords
 
         def holds(docid):
-            words = docwords[docid]
-            return words.find(as_bytes if type(words) is bytes else code) >= 0
+            words = docwords.get(docid)
+            if words is None:
+                return False
+            return (as_bytes if type(words) is bytes else as_text)(words) is not None
 
         return holds
 

@@ -70,3 +70,28 @@ def test_a_phrase_is_found_in_every_document_that_holds_it_and_no_other(stored_i
     finally:
         connection.transaction_manager.abort()
         connection.close()
+
+
+def test_a_phrase_is_not_found_where_another_word_begins_as_its_last_word_is_written():
+    # Word ids are written with the fewest bytes they need: "beta", the
+    # second word, in one byte, the first byte of ids 256 to 383. A message
+    # holding "alpha" then one of those, and "beta" further on, is not one
+    # holding "alpha beta".
+    from kittypyr.fulltext import FullTextIndex
+    from kittypyr.lexicon import Lexicon, encode_positions
+
+    index = FullTextIndex(Lexicon())
+    index.index_doc(1, "alpha beta")
+    index.index_doc(2, " ".join(f"filler{n}" for n in range(400)))
+    alpha, beta = index.word_ids(["alpha", "beta"])
+    word_of = {wid: word for word, wid in index._lexicon._wids.items()}
+    longer = [wid for wid in word_of if wid != beta and encode_positions([wid], [0]).startswith(
+        encode_positions([beta], [0]))]
+    assert longer
+    index.index_doc(3, f"alpha {word_of[longer[0]]} and beta")
+    index.index_doc(4, f"{word_of[longer[0]]} alpha beta")
+    assert index.term(["alpha", "beta"]).docids.tolist() == [1, 4]
+    assert index.phrase_check([alpha, beta])(4) and not index.phrase_check([alpha, beta])(3)
+    # The same holds for a word alone.
+    assert index.holding(beta, [1, 2, 3, 4]) == [1, 3, 4]
+    assert index.holding(longer[0], [1, 3, 4]) == [3, 4]

@@ -11,7 +11,7 @@ CONFIG ?= development.ini
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip "setuptools<80.9" wheel
+	$(BIN)/pip install -qq --upgrade pip "setuptools<80.9" wheel
 
 $(STAMP): $(BIN)/python setup.py
 	$(BIN)/pip install -qq -e .
@@ -76,8 +76,8 @@ MAILMAN_PINS := "mailman==3.3.10" "mailman-hyperkitty==1.2.1" \
 
 $(MAILMAN_STAMP):
 	$(PYTHON) -m venv $(MAILMAN_VENV)
-	$(MAILMAN_VENV)/bin/pip install --quiet --upgrade pip
-	$(MAILMAN_VENV)/bin/pip install --quiet $(MAILMAN_PINS)
+	$(MAILMAN_VENV)/bin/pip install -qq --upgrade pip
+	$(MAILMAN_VENV)/bin/pip install -qq $(MAILMAN_PINS)
 	touch $@
 
 mailman-venv: $(MAILMAN_STAMP)
@@ -96,8 +96,8 @@ HYPERKITTY_PINS := "HyperKitty==1.3.12" "django-mailman3==1.3.15" "Django==5.0.1
 
 $(HYPERKITTY_STAMP):
 	$(PYTHON) -m venv $(HYPERKITTY_VENV)
-	$(HYPERKITTY_VENV)/bin/pip install --quiet --upgrade pip
-	$(HYPERKITTY_VENV)/bin/pip install --quiet $(HYPERKITTY_PINS)
+	$(HYPERKITTY_VENV)/bin/pip install -qq --upgrade pip
+	$(HYPERKITTY_VENV)/bin/pip install -qq $(HYPERKITTY_PINS)
 	touch $@
 
 hyperkitty-venv: $(HYPERKITTY_STAMP)

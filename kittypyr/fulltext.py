@@ -1092,8 +1092,9 @@ class FullTextIndex(OkapiIndex):
         ``check``: a test the documents must pass too (their phrases), each
         a read of a word sequence. A phrase scores as its words do, so its
         best are among the words' best: those are looked at best first
-        until ``count`` pass, and when fewer do, four times as many of the
-        words' best are read (each document looked at once). ``scored``
+        until ``count`` pass, and when fewer do, more of the words' best are
+        read, as many as the share that passed says are needed and at least
+        four times as many (each document looked at once). ``scored``
         then holds the ``count`` best that pass, or every one that does
         when the documents holding the words are at most ``exact_up_to``.
         """
@@ -1116,7 +1117,10 @@ class FullTextIndex(OkapiIndex):
             passing = best_passing(Scored(scored.docids, scored.scores, check), count)
             if len(passing) >= count or len(scored) < looked:
                 break
-            looked *= 4
+            # Every candidate was looked at: enough more, at the share that
+            # passed (a phrase may be rare among its words' best), and at
+            # least four times as many.
+            looked = max(4 * looked, -(-5 * count * len(scored) // (4 * max(1, len(passing)))))
         read_whole = all(word.read_whole for word in words)
         if read_whole and (check is None or len(scored) <= exact_up_to):
             scored = verified(Scored(scored.docids, scored.scores, check))

@@ -1289,7 +1289,9 @@ class WordImpacts:
         self._unread = index._chunk_bounds(rests, idf, mean_length)
         self._unread[np.array([len(rest) == 0 for rest in rests], dtype=bool)] = -np.inf
         self._read_whole = set()
-        self._found = self._scored(b"".join([self.tail, *self._highs.values()]))
+        # Chunks hold docids in the order mail came, the tail the newest:
+        # joined so, their postings are in docid order and need no sort.
+        self._found = self._scored(b"".join([*self._highs.values(), self.tail]))
         # A chunk's best is its high postings' or its rest's.
         self.maximum = max(self._found.scores.max(initial=0.0), self._unread.max(initial=0.0))
 
@@ -1309,14 +1311,15 @@ class WordImpacts:
             return False
         unread[reaching] = -np.inf
         self._read_whole.update(reaching.tolist())
-        # Made again from the records: one sort costs less than taking the
-        # high postings of each chunk read out of what was found.
-        parts = [self.tail]
+        # Made again from the records, in the same order: that costs less
+        # than taking the high postings of each chunk read out of what was found.
+        parts = []
         for at, chunk in enumerate(self.chunks):
             if at in self._read_whole:
                 parts.append(chunk.data)
             elif at in self._highs:
                 parts.append(self._highs[at])
+        parts.append(self.tail)
         self._found = self._scored(b"".join(parts))
         return True
 

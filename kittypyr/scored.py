@@ -101,9 +101,14 @@ def intersection(first, second):
     no sort of the two together.
     """
     small, large = (first, second) if len(first) <= len(second) else (second, first)
-    keep = held_in(large.docids, small.docids)
+    if not len(large):
+        return EMPTY
+    # One search places each of the smaller's docids in the larger: where
+    # it is found, the larger's score is there too.
+    at = np.minimum(np.searchsorted(large.docids, small.docids), len(large) - 1)
+    keep = large.docids[at] == small.docids
     docids = small.docids[keep]
-    small_scores, large_scores = small.scores[keep], large.scores[np.searchsorted(large.docids, docids)]
+    small_scores, large_scores = small.scores[keep], large.scores[at[keep]]
     if small is first:
         return Scored(docids, small_scores + large_scores)
     return Scored(docids, large_scores + small_scores)

@@ -884,11 +884,11 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     scope, no field) the words alone answer, since only messages are in the
     text index.
 
-    With ``best`` given and one word asked (or several, each in any zone,
-    with many postings: ``_best_of_words``), ``scored`` holds only what can
-    be among the ``best`` first by relevance, the conditions applied before
-    scoring (see ``FullTextIndex.best_word_scores`` and
-    ``best_allowed_scores``: counted exactly up to ``exact_up_to``), and
+    With ``best`` given and one word asked (or several words and phrases,
+    each in any zone, with many postings: ``_best_of_words``), ``scored``
+    holds only what can be among the ``best`` first by relevance, the
+    conditions applied before scoring (see ``FullTextIndex.best_word_scores``
+    and ``best_allowed_scores``: counted exactly up to ``exact_up_to``), and
     ``best_only`` is ``(total, estimated)``; otherwise ``scored`` is every
     match and ``best_only`` None.
     """

@@ -44,62 +44,56 @@ PHRASES = ["cache flush", "mips kernel", "patch for", "the kernel", "this patch"
 REPEATED = ["cache flush", "linux kernel", "patch kernel"]
 
 
-class LoadCounter:
-    """Records loaded from the storage by every connection of this process, counted."""
-
-    def __init__(self):
-        import ZODB.Connection
-
-        self.loads = 0
-        original = ZODB.Connection.Connection.setstate
-
-        def counting(connection, obj):
-            self.loads += 1
-            return original(connection, obj)
-
-        ZODB.Connection.Connection.setstate = counting
-
-
 @contextmanager
 def fresh_browser(folder):
-    """A WebTest browser of a new application on ``folder``'s archive, closed after (the storage is locked)."""
+    """``(browser, loads)``: WebTest on a new application of ``folder``'s archive (an empty cache), closed after.
+
+    ``loads()``: the records its connections loaded from the storage since
+    it was last asked (as bench/pages.py counts them).
+    """
     from pyramid.paster import get_app
     from webtest import TestApp
 
     app = get_app(str(serving_config(folder)))
+    database = app.registry._zodb_databases[""]
+    # Its monitor would take each connection's counts as the connection closes.
+    database.setActivityMonitor(None)
+
+    def loads():
+        return sum(connection.getTransferCounts(True)[0] for connection in list(database.pool.all))
+
     try:
-        yield TestApp(app)
+        yield TestApp(app), loads
     finally:
-        for database in app.registry._zodb_databases.values():
-            database.close()
+        database.close()
 
 
 def search_url(query, address):
     return "/search?" + urllib.parse.urlencode({"q": query, "mlist": address})
 
 
-def timed(browser, url, counter):
-    before = counter.loads
+def timed(browser, url, loads):
+    loads()
     started = time.perf_counter()
     browser.get(url)
-    return (time.perf_counter() - started) * 1000, counter.loads - before
+    return (time.perf_counter() - started) * 1000, loads()
 
 
-def cold(folder, address, counter):
-    with fresh_browser(folder) as browser:
+def cold(folder, address):
+    with fresh_browser(folder) as (browser, loads):
         browser.get(search_url("kernel", address))
-        figures = [timed(browser, search_url(f'"{phrase}"', address), counter) for phrase in PHRASES]
+        figures = [timed(browser, search_url(f'"{phrase}"', address), loads) for phrase in PHRASES]
     times = [ms for ms, _ in figures]
     return statistics.median(times), statistics.mean(times), max(times), statistics.mean(n for _, n in figures)
 
 
-def repeated(folder, address, requests, counter):
+def repeated(folder, address, requests):
     figures = {}
-    with fresh_browser(folder) as browser:
+    with fresh_browser(folder) as (browser, loads):
         for phrase in REPEATED:
             url = search_url(f'"{phrase}"', address)
             browser.get(url)
-            runs = [timed(browser, url, counter) for _ in range(requests)]
+            runs = [timed(browser, url, loads) for _ in range(requests)]
             figures[phrase] = (statistics.median(ms for ms, _ in runs), runs[-1][1])
     return figures
 
@@ -111,13 +105,12 @@ def main():
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    counter = LoadCounter()
     print(f"{'folder':40} {'round':>5}  cold p50  mean   most  loads   "
           + "  ".join(f'"{phrase}" p50 (loads)' for phrase in REPEATED), flush=True)
     for round_ in range(1, args.rounds + 1):
         for folder in args.folders:
-            p50, mean, most, loads = cold(folder, args.list, counter)
-            again = repeated(folder, args.list, args.requests, counter)
+            p50, mean, most, loads = cold(folder, args.list)
+            again = repeated(folder, args.list, args.requests)
             print(f"{str(folder)[-40:]:40} {round_:5} {p50:9.1f} {mean:5.1f} {most:6.1f} {loads:6.0f}   "
                   + "  ".join(f"{ms:6.1f} ({n})".rjust(len(phrase) + 14) for phrase, (ms, n) in again.items()),
                   flush=True)

@@ -101,12 +101,8 @@ def intersection(first, second):
     no sort of the two together.
     """
     small, large = (first, second) if len(first) <= len(second) else (second, first)
-    if not len(large):
-        return EMPTY
-    # One search places each of the smaller's docids in the larger: where
-    # it is found, the larger's score is there too.
-    at = np.minimum(np.searchsorted(large.docids, small.docids), len(large) - 1)
-    keep = large.docids[at] == small.docids
+    # Where each of the smaller's docids is found, the larger's score is there too.
+    at, keep = placed_in(large.docids, small.docids)
     docids = small.docids[keep]
     small_scores, large_scores = small.scores[keep], large.scores[at[keep]]
     if small is first:
@@ -116,10 +112,18 @@ def intersection(first, second):
 
 def held_in(sorted_docids, docids):
     """Which of ``docids`` (an array) are in ``sorted_docids`` (a sorted array), as a boolean array."""
+    return placed_in(sorted_docids, docids)[1]
+
+
+def placed_in(sorted_docids, docids):
+    """``(at, held)``: where each of ``docids`` is in ``sorted_docids`` (a sorted array), and whether it is there.
+
+    ``at`` is meaningful only where ``held`` is true.
+    """
     if not len(sorted_docids):
-        return np.zeros(len(docids), dtype=bool)
-    at = np.searchsorted(sorted_docids, docids)
-    return sorted_docids[np.minimum(at, len(sorted_docids) - 1)] == docids
+        return np.zeros(len(docids), dtype=np.int64), np.zeros(len(docids), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_docids, docids), len(sorted_docids) - 1)
+    return at, sorted_docids[at] == docids
 
 
 def restricted(scored, docids, keep=True):

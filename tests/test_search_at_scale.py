@@ -2,6 +2,7 @@
 
 import math
 import random
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -93,6 +94,18 @@ def search(app, query, **options):
     with prepare(registry=app.registry) as env:
         results = run_search(env["root"], query, [LIST], limits=limits, **options)
         return results, [hit.message.message_id for hit in results.hits]
+
+
+@contextmanager
+def started_again(app):
+    """The archive as the application's next start finds it: upgraded to the latest schema, and committed."""
+    from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive
+
+    with prepare(registry=app.registry) as env:
+        archive = bootstrap_archive(env["root"]._p_jar.root(), app.registry)
+        transaction.commit()
+        assert archive.schema_version == len(EVOLVE_STEPS)
+        yield archive
 
 
 def number(message_id):
@@ -312,7 +325,7 @@ def test_an_archive_made_before_ranked_postings_is_upgraded_at_start_up(app, mon
 
 def test_an_archive_made_before_chunks_kept_their_dates_gets_them_at_start_up(app, monkeypatch):
     from kittypyr import fulltext
-    from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive, date_word_chunks
+    from kittypyr.bootstrap import EVOLVE_STEPS, date_word_chunks
     from kittypyr.fulltext import DAY, RankedPostings
 
     monkeypatch.setattr(fulltext, "RANKED_BETWEEN_SAVEPOINTS", 1)
@@ -330,10 +343,7 @@ def test_an_archive_made_before_chunks_kept_their_dates_gets_them_at_start_up(ap
                     group.spans = None
         archive.schema_version = EVOLVE_STEPS.index(date_word_chunks)
         transaction.commit()
-    with prepare(registry=app.registry) as env:
-        archive = bootstrap_archive(env["root"]._p_jar.root(), app.registry)
-        transaction.commit()
-        assert archive.schema_version == len(EVOLVE_STEPS)
+    with started_again(app) as archive:
         index = archive.catalog["text"].index
         ocelot = index._wordinfo[index.word_ids(["ocelot"])[0]]
         spans = ocelot._directory.spans
@@ -417,7 +427,7 @@ def test_a_phrase_read_from_its_words_high_postings_pages_as_an_exhaustive_scori
 
 
 def test_an_archive_made_before_groups_kept_high_postings_gets_them_at_start_up(app):
-    from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive, split_word_chunks
+    from kittypyr.bootstrap import EVOLVE_STEPS, split_word_chunks
     from kittypyr.fulltext import ChunkDirectory, ChunkGroup, RankedPostings, split_high
 
     with prepare(registry=app.registry) as env:
@@ -442,10 +452,7 @@ def test_an_archive_made_before_groups_kept_high_postings_gets_them_at_start_up(
         archive.schema_version = EVOLVE_STEPS.index(split_word_chunks)
         transaction.commit()
     try:
-        with prepare(registry=app.registry) as env:
-            archive = bootstrap_archive(env["root"]._p_jar.root(), app.registry)
-            transaction.commit()
-            assert archive.schema_version == len(EVOLVE_STEPS)
+        with started_again(app) as archive:
             directory = archive.catalog["text"].index._wordinfo[wid]._directory
             # The open chunks grouped as a new word's are, and every group split.
             assert len(directory.open_chunks) == (100 - 64) % ChunkDirectory.GROUP_CHUNKS
@@ -462,7 +469,7 @@ def test_an_archive_made_before_groups_kept_high_postings_gets_them_at_start_up(
 def test_an_archive_made_before_word_sequences_had_small_buckets_gets_them_at_start_up(app):
     from BTrees.IOBTree import IOBTree
 
-    from kittypyr.bootstrap import EVOLVE_STEPS, bootstrap_archive, move_word_sequences
+    from kittypyr.bootstrap import EVOLVE_STEPS, move_word_sequences
     from kittypyr.lexicon import WordSequences
 
     with prepare(registry=app.registry) as env:
@@ -473,10 +480,7 @@ def test_an_archive_made_before_word_sequences_had_small_buckets_gets_them_at_st
         index._docwords = IOBTree(sequences)
         archive.schema_version = EVOLVE_STEPS.index(move_word_sequences)
         transaction.commit()
-    with prepare(registry=app.registry) as env:
-        archive = bootstrap_archive(env["root"]._p_jar.root(), app.registry)
-        transaction.commit()
-        assert archive.schema_version == len(EVOLVE_STEPS)
+    with started_again(app) as archive:
         moved = archive.catalog["text"].index._docwords
         assert type(moved) is WordSequences and dict(moved.items()) == sequences
     results, ids = search(app, '"gray heron"', sort="date-desc", size=PHRASE_HOLDERS)

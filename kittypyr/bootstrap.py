@@ -235,13 +235,33 @@ def move_word_sequences(archive):
             move_word_sequences_of(text_index)
 
 
+def scope_word_postings(archive):
+    """Version 17: the text index keeps each list's postings apart too.
+
+    A search in one list of many then reads that list's postings alone
+    (``kittypyr.fulltext.ScopePostings``). Every word's postings are read
+    once and split by the messages' lists (the catalog's ``list`` index),
+    each chunk dated from its ``date`` index; no message is read.
+    """
+    from kittypyr.fulltext import FullTextIndex, days_by_catalog, scope_postings_of
+
+    catalog = archive.catalog
+    if catalog is None:
+        return
+    text_index = getattr(catalog.get("text"), "index", None)
+    if not isinstance(text_index, FullTextIndex) or text_index._scopes is not None:
+        return
+    lists = getattr(catalog.get("list"), "_rev_index", None)
+    scope_postings_of(text_index, lists.get if lists is not None else (lambda docid: None), days_by_catalog(catalog))
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
                 date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts,
                 inline_small_catalog_entries, rank_threads_on_themselves, split_word_chunks,
-                move_word_sequences]
+                move_word_sequences, scope_word_postings]
 
 
 def bootstrap_archive(zodb_root, registry):

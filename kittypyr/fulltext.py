@@ -28,14 +28,18 @@ from contextlib import contextmanager
 from itertools import islice
 
 import numpy as np
+from BTrees.IIBTree import IIBTree
+from BTrees.IOBTree import IOBTree
+from BTrees.OOBTree import OOBTree
 from repoze.catalog.query import Query
 from zope.index.text import widcode
 from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
 
-from kittypyr.lexicon import (_PAIR, _RECENT_INTS, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText, _doc_count,
-                              _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings, removed_from,
+from kittypyr.lexicon import (_PAIR, _RECENT_INTS, INLINE_MAX, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText,
+                              WordPostings, _doc_count, _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings, removed_from,
                               split_words, WordSequences)
+from kittypyr.merging import AppendedBytes
 from kittypyr.scored import EMPTY, Scored, all_of, best_passing, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
 
@@ -103,6 +107,7 @@ class ZonedText(PreparedText):
     paths = ()
     has_patch = False
     date = None  # the message's, in seconds: its postings' chunks keep their dates' span
+    scope = None  # the address of the message's list: the index keeps its postings by list too
 
 
 def prepare_zoned(zones):
@@ -143,6 +148,7 @@ def zoned_text_of(message):
         # Three indexes (text, file, is) read it in a row.
         message._v_prepared_text = prepared
     prepared.date = int(message.timestamp)
+    prepared.scope = message.mailing_list.address
     return prepared
 
 
@@ -685,6 +691,135 @@ def date_chunks_of(index, day_of):
     return looked
 
 
+class ScopePostings(WordPostings, Persistent):
+    """The postings of one list's messages in the text index, kept as the index keeps every message's.
+
+    A search in one list of many reads these (``FullTextIndex.within``)
+    rather than the words' postings over the whole archive, which a list
+    that is a small part of it would have to read nearly whole to find a
+    page of its own: what the search reads follows the list's size. The
+    word sequences, lengths and weights stay the index's.
+    """
+
+    postings_class = RankedPostings
+
+    def __init__(self, name, number):
+        self.name = name
+        self.number = number
+        self._wordinfo = AppendedBytes()
+        self._recent = AppendedBytes()
+
+    def _take_postings(self, wid, pairs, days):
+        """Give word ``wid`` (new here) ``pairs`` (int32 docid, value rows, in order) and their ``days`` (NO_DAY: unknown)."""
+        if len(pairs) <= INLINE_MAX:
+            self._wordinfo[wid] = pairs.astype("<i4").tobytes()
+            return
+        postings = self.postings_class()
+        rows = np.empty((len(pairs), _RECENT_INTS), dtype="<i4")
+        rows[:, :2], rows[:, 2] = pairs, days
+        postings.extend(rows.tobytes())
+        self._wordinfo[wid] = postings
+
+
+# Postings put into lists' ScopePostings by scope_postings_of between two savepoints.
+SCOPED_BETWEEN_SAVEPOINTS = 2_000_000
+
+
+def days_by_catalog(catalog):
+    """``day_of(docid)``: a document's day (days since 1970) by ``catalog``'s ``date`` index, None if unknown."""
+    dates = getattr(catalog.get("date"), "_rev_index", None)
+    seconds_of = dates.get if dates is not None else (lambda docid: None)
+
+    def day_of(docid):
+        seconds = seconds_of(docid)
+        return None if seconds is None else seconds // DAY
+
+    return day_of
+
+
+def scope_postings_of(index, scope_of, day_of):
+    """Give ``index`` (a ``FullTextIndex`` from before them) its postings by list; how many documents it holds.
+
+    ``scope_of(docid)``: the address of a document's list, None if it
+    has none; ``day_of(docid)``: its day (days since 1970), None if
+    unknown. Each word's postings are read once and split by list, in the
+    order they were added, with a savepoint and the cache trimmed every
+    SCOPED_BETWEEN_SAVEPOINTS postings.
+    """
+    index._scopes, index._numbered, index._scope_of = OOBTree(), IOBTree(), IIBTree()
+    docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
+    numbers = np.zeros(len(docids), dtype=np.int64)
+    days = np.full(len(docids), NO_DAY, dtype=np.int64)
+    for at, docid in enumerate(docids.tolist()):
+        name = scope_of(docid)
+        if name is not None:
+            numbers[at] = index._scope_named(name).number
+        day = day_of(docid)
+        if day is not None:
+            days[at] = day
+    held = numbers > 0
+    index._scope_of.update(dict(zip(docids[held].tolist(), numbers[held].tolist())))
+    since_savepoint = 0
+    for wid in list(index._wordinfo.keys()):
+        pairs = np.frombuffer(packed_postings(index.postings_of(wid)), dtype="<i4").reshape(-1, 2)
+        at = np.minimum(np.searchsorted(docids, pairs[:, 0]), max(0, len(docids) - 1))
+        found = docids[at] == pairs[:, 0] if len(docids) else np.zeros(len(pairs), dtype=bool)
+        word_numbers = np.where(found, numbers[at], 0)
+        for number in np.unique(word_numbers[word_numbers > 0]).tolist():
+            mine = word_numbers == number
+            index._numbered[number]._take_postings(wid, pairs[mine], days[at[mine]])
+        since_savepoint += len(pairs)
+        if since_savepoint >= SCOPED_BETWEEN_SAVEPOINTS:
+            since_savepoint = 0
+            _savepoint_and_trim(index)
+    return int(held.sum())
+
+
+def scopes_disagreeing(index, scope_of):
+    """The addresses of the lists whose postings by list disagree with what ``index`` holds of their documents, sorted.
+
+    ``scope_of(docid)``: the address of a document's list, None if it has
+    none. A list's postings must hold, of every word, the postings of its
+    documents and no other; every word's postings are read once.
+    """
+    names = {number: scope.name for number, scope in index._numbered.items()}
+    numbers = {name: number for number, name in names.items()}
+    wrong = set()
+    docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
+    expected = np.zeros(len(docids), dtype=np.int64)
+    for at, docid in enumerate(docids.tolist()):
+        name = scope_of(docid)
+        if name is None:
+            continue
+        # A list without postings of its own: -1, which no posting has.
+        expected[at] = numbers.get(name, -1)
+        if expected[at] < 0:
+            wrong.add(name)
+        if index._scope_of.get(docid) != expected[at]:
+            wrong.add(name)
+    for docid, number in index._scope_of.items():
+        if docid not in index._docweight:
+            wrong.add(names.get(number, f"list number {number}"))
+    words_of = {number: set() for number in names}
+    for wid in index._wordinfo.keys():
+        pairs = np.frombuffer(packed_postings(index.postings_of(wid)), dtype="<i4").reshape(-1, 2)
+        at = np.minimum(np.searchsorted(docids, pairs[:, 0]), max(0, len(docids) - 1))
+        found = docids[at] == pairs[:, 0] if len(docids) else np.zeros(len(pairs), dtype=bool)
+        word_numbers = np.where(found, expected[at], 0)
+        for number in np.unique(word_numbers[word_numbers > 0]).tolist():
+            words_of[number].add(wid)
+            held = index._numbered[number].postings_of(wid)
+            want = sorted(map(tuple, pairs[word_numbers == number].tolist()))
+            have = [] if held is None else sorted(map(tuple, np.frombuffer(
+                packed_postings(held), dtype="<i4").reshape(-1, 2).tolist()))
+            if have != want:
+                wrong.add(names[number])
+    for number, scope in index._numbered.items():
+        if set(scope._wordinfo.keys()) != words_of[number]:
+            wrong.add(scope.name)
+    return sorted(wrong)
+
+
 class FullTextIndex(OkapiIndex):
     """kittypyr's OkapiIndex whose posting values carry zones, frequency and length.
 
@@ -693,6 +828,40 @@ class FullTextIndex(OkapiIndex):
     """
 
     postings_class = RankedPostings
+    # By list: its name (address) -> ScopePostings, its number -> the
+    # same, and each document's list's number. Made by ``clear``, or by
+    # ``scope_postings_of`` for an index from before them.
+    _scopes = _numbered = _scope_of = None
+
+    def clear(self):
+        super().clear()
+        self._scopes, self._numbered, self._scope_of = OOBTree(), IOBTree(), IIBTree()
+
+    def _scope_named(self, name):
+        """The ``ScopePostings`` of the list ``name``, made at its first document."""
+        scope = self._scopes.get(name)
+        if scope is None:
+            number = self._numbered.maxKey() + 1 if self._numbered else 1
+            scope = self._scopes[name] = self._numbered[number] = ScopePostings(name, number)
+        return scope
+
+    def within(self, name):
+        """The index as a search in the list ``name`` alone sees it (a ``ScopedIndex``); None if it keeps no lists."""
+        if self._scopes is None:
+            return None
+        return ScopedIndex(self, self._scopes.get(name))
+
+    def unindex_doc(self, docid):
+        number = None if self._scope_of is None else self._scope_of.get(docid)
+        if number is not None and docid in self._docwords:
+            scope = self._numbered[number]
+            for wid in set(self.get_words(docid)):
+                try:
+                    scope._remove_posting(wid, docid)
+                except KeyError:
+                    pass  # not there: as it should be once the document is gone
+            del self._scope_of[docid]
+        super().unindex_doc(docid)
 
     def index_doc(self, docid, text):
         if docid in self._docwords:
@@ -707,7 +876,12 @@ class FullTextIndex(OkapiIndex):
             text = prepare_zoned(zones)
         wids, positions = self._lexicon.distinct_word_ids(text)
         day = None if text.date is None else text.date // DAY
-        self._add_new_document(docid, zip(wids, text.values), day)
+        postings = list(zip(wids, text.values))
+        self._add_new_document(docid, postings, day)
+        if text.scope is not None and self._scopes is not None:
+            scope = self._scope_named(text.scope)
+            scope._add_new_document(docid, postings, day)
+            self._scope_of[docid] = scope.number
         count = len(positions)
         self._docweight[docid] = count
         # widcode's characters are all below 256: as bytes a third smaller
@@ -740,7 +914,7 @@ class FullTextIndex(OkapiIndex):
             count = max(1.0, count - unseen.count)
         return count, mean_length
 
-    def _frequency(self, postings, docids=None):
+    def _frequency(self, wid, postings, docids=None):
         """How many documents hold the word of ``postings`` (as ``_wordinfo`` holds them), for its weight.
 
         Those the reader may not see are left out (``ranked_without``);
@@ -764,7 +938,7 @@ class FullTextIndex(OkapiIndex):
         if not len(docids):
             return EMPTY
         count, mean_length = self._statistics()
-        idf = inverse_doc_frequency(self._frequency(postings, docids), count)
+        idf = inverse_doc_frequency(self._frequency(wid, postings, docids), count)
         if zones:
             keep = ((values >> ZONE_SHIFT) & zones) != 0
             docids, values = docids[keep], values[keep]
@@ -838,7 +1012,7 @@ class FullTextIndex(OkapiIndex):
         share = self._allowed_share(chunks, tail, allowed)
         total = round(share * _doc_count(postings))
         documents, mean_length = self._statistics()
-        idf = inverse_doc_frequency(self._frequency(postings), documents)
+        idf = inverse_doc_frequency(self._frequency(wid, postings), documents)
         if total <= exact_up_to or share == 0:
             pairs = np.frombuffer(packed_postings(postings), dtype="<i4").reshape(-1, 2)
             docids = pairs[:, 0].astype(np.int64)
@@ -912,7 +1086,7 @@ class FullTextIndex(OkapiIndex):
         if postings is None:
             return EMPTY, 0, True
         documents, mean_length = self._statistics()
-        idf = inverse_doc_frequency(self._frequency(postings), documents)
+        idf = inverse_doc_frequency(self._frequency(wid, postings), documents)
         # A date range keeps the chunks filled in its time (and those of
         # unknown dates): the rest cannot hold an allowed document.
         within = getattr(postings, "packed_within", None)
@@ -1050,7 +1224,7 @@ class FullTextIndex(OkapiIndex):
             return scored, len(scored), True
         chunks, ceilings = ranked
         documents, mean_length = self._statistics()
-        idf = inverse_doc_frequency(self._frequency(postings), documents)
+        idf = inverse_doc_frequency(self._frequency(wid, postings), documents)
 
         def scored_pairs(data):
             pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)
@@ -1104,7 +1278,7 @@ class FullTextIndex(OkapiIndex):
         documents, mean_length = self._statistics()
         words = []
         for wid, postings in zip(wids, every):
-            idf = inverse_doc_frequency(self._frequency(postings), documents)
+            idf = inverse_doc_frequency(self._frequency(wid, postings), documents)
             words.append(WordImpacts(self, wid, postings, idf, mean_length))
         # Added in the order ``evaluate`` adds them: the same scores to the last bit.
         words.sort(key=lambda word: word.count)
@@ -1253,6 +1427,46 @@ class FullTextIndex(OkapiIndex):
         return holds
 
 
+class ScopedIndex(FullTextIndex):
+    """A ``FullTextIndex`` as a search in one list sees it: that list's postings (``ScopePostings``), nothing else.
+
+    Everything else is the index's own: the words' weights and the mean
+    length among every list, so a page scores as the whole index's search
+    cut to the list did; the word sequences, in which a document of
+    another list holds nothing. Made for a search, never stored.
+    """
+
+    def __init__(self, index, scope):
+        self._index = index
+        self._scope = scope
+        self._number = None if scope is None else scope.number
+        self._lexicon = index._lexicon
+        self._docwords = index._docwords
+        self._docweight = index._docweight
+        self.documentCount = index.documentCount
+        self._totaldoclen = index._totaldoclen
+        self.wordCount = index.wordCount
+        self._scope_of = index._scope_of
+        self._wordinfo = {} if scope is None else scope._wordinfo
+
+    def postings_of(self, wid):
+        return None if self._scope is None else self._scope.postings_of(wid)
+
+    def _frequency(self, wid, postings, docids=None):
+        index = self._index
+        return index._frequency(wid, index.postings_of(wid))
+
+    def phrase_check(self, wids):
+        holds = super().phrase_check(wids)
+        scope_of, number = self._scope_of.get, self._number
+        return lambda docid: scope_of(docid) == number and holds(docid)
+
+    def index_doc(self, docid, text):
+        raise TypeError("a ScopedIndex is read, never written: index into the FullTextIndex")
+
+    unindex_doc = index_doc
+
+
 # Words with at most this many postings together are scored whole: below,
 # that costs less than reading their chunks' high postings first.
 WORDS_SCORED_WHOLE_UP_TO = 50_000
@@ -1384,8 +1598,14 @@ class FullText(Query):
     def __str__(self):
         return f"FullText({self.groups!r}, excluding {self.excluded!r})"
 
-    def scored(self, catalog, verify=True):
-        """``Scored`` of the matching messages; see ``evaluate`` for ``verify``."""
+    def scored(self, catalog, verify=True, index=None):
+        """``Scored`` of the matching messages; see ``evaluate`` for ``verify``.
+
+        ``index``: a ``ScopedIndex`` to read rather than the catalog's; the
+        answer is then None when the words ask nothing of it (no group).
+        """
+        if index is not None and index is not catalog[self.index_name].index:
+            return evaluate(index, self.groups, self.excluded, verify)
         index = catalog[self.index_name].index
         scored = evaluate(index, self.groups, self.excluded, verify)
         if scored is None:

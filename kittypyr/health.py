@@ -32,7 +32,7 @@ from pyramid.traversal import find_resource, resource_path
 from repoze.catalog.indexes.field import CatalogFieldIndex
 
 from kittypyr.catalog import docid_of, index_resource, keeps_docid
-from kittypyr.fulltext import FullTextIndex, chunk_groups_of
+from kittypyr.fulltext import FullTextIndex, chunk_groups_of, days_by_catalog, scope_postings_of, scopes_disagreeing
 from kittypyr.msgid import message_id_hash
 from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
@@ -90,6 +90,7 @@ class Checker:
         self.check_document_map()
         self.check_catalog()
         self.check_high_postings()
+        self.check_list_postings()
         return self.findings
 
     # --- threads ------------------------------------------------------------
@@ -363,6 +364,22 @@ class Checker:
             if self.repair:
                 for group in wrong:
                     group.split()
+
+    def check_list_postings(self):
+        """The text index's postings by list hold, of every word, the postings of the list's messages and no other."""
+        catalog = self.archive.catalog
+        index = getattr(catalog.get("text"), "index", None)
+        lists = getattr(catalog.get("list"), "_rev_index", None)
+        if not isinstance(index, FullTextIndex) or index._scopes is None or lists is None:
+            return
+        wrong = scopes_disagreeing(index, lists.get)
+        if not wrong:
+            return
+        self.found("catalog", "text index 'text'", f"the postings of {len(wrong)} list(s) disagree with the "
+                                                   f"index's, e.g. {wrong[0]!r}")
+        if self.repair:
+            # Made again from the index's postings: no message is read.
+            scope_postings_of(index, lists.get, days_by_catalog(catalog))
 
     @staticmethod
     def _index_disagreements(catalog, known, docid, resource):

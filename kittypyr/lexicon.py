@@ -681,12 +681,13 @@ class WordSequences(IOBTree):
     max_internal_size = 64
 
 
-class OkapiIndex(_ZopeOkapiIndex):
-    """zope.index's OkapiIndex, with compact postings fed by ``Lexicon``.
+class WordPostings:
+    """Words' postings as described above: ``_wordinfo`` and ``_recent``, written at commit.
 
-    Scoring, the query language, phrase search and the other structures
-    are zope.index's own; postings are kept as described above, and a new
-    document's distinct word ids come from the lexicon already counted.
+    ``_wordinfo``: wid -> packed pairs for a word in at most INLINE_MAX
+    documents, its ``postings_class`` record for a larger one. Kept by
+    ``OkapiIndex`` for every document it holds, and by
+    ``kittypyr.fulltext.ScopePostings`` for those of one list.
     """
 
     # What a word's postings grow into past INLINE_MAX documents.
@@ -694,14 +695,6 @@ class OkapiIndex(_ZopeOkapiIndex):
     # wid -> the recent postings of a large word, packed _RECENT; made at
     # the first such posting in an index from before it.
     _recent = None
-
-    def clear(self):
-        super().clear()
-        # Two messages archived at once append to the postings of the words
-        # they share: this tree merges such appends (kittypyr.merging).
-        self._wordinfo = AppendedBytes()
-        self._recent = AppendedBytes()
-        self._docwords = WordSequences()
 
     def postings_of(self, wid):
         """The postings of word ``wid`` as a reader needs them, None if it has none.
@@ -743,23 +736,6 @@ class OkapiIndex(_ZopeOkapiIndex):
             wordinfo[wid].extend(waiting)
             recent.pop(wid, None)
 
-    def index_doc(self, docid, text):
-        distinct_word_ids = getattr(self._lexicon, "distinct_word_ids", None)
-        if distinct_word_ids is None or docid in self._docwords:
-            return super().index_doc(docid, text)
-        distinct, positions = distinct_word_ids(text)
-        counts = [0] * len(distinct)
-        for position in positions:
-            counts[position] += 1
-        # Two distinct words never share an id, so these are the word counts.
-        self._add_new_document(docid, zip(distinct, counts))
-        count = len(positions)
-        self._docweight[docid] = count
-        self._docwords[docid] = encode_positions(distinct, positions)
-        self.documentCount.change(1)
-        self._change_doc_len(count)
-        return count
-
     def _add_new_document(self, docid, wid_counts, day=None):
         """Post ``docid`` (in none of the postings yet) under each of its words.
 
@@ -797,7 +773,75 @@ class OkapiIndex(_ZopeOkapiIndex):
                 else:
                     self._write_pending({wid: added})
         if new_words:
-            self.wordCount.change(new_words)
+            self._words_added(new_words)
+
+    def _words_added(self, count):
+        """``count`` words got their first posting."""
+
+    def _remove_posting(self, wid, docid):
+        """Drop ``docid``'s posting of word ``wid`` (KeyError if it has none); whether the word has none left.
+
+        A word left without postings is taken out of ``_wordinfo``.
+        """
+        postings = self._wordinfo[wid]
+        if type(postings) is bytes:
+            remaining = _without(postings, docid)
+            if remaining is None:
+                raise KeyError(docid)
+            if remaining:
+                self._wordinfo[wid] = remaining
+                return False
+        else:
+            recent = self._waiting(wid)
+            remaining = None if recent is None else _without(recent, docid, _RECENT_INTS)
+            if remaining is None:
+                postings.remove(docid)
+            elif remaining:
+                self._recent[wid] = remaining
+            else:
+                del self._recent[wid]
+                recent = None
+            if len(postings) or recent is not None:
+                return False
+        del self._wordinfo[wid]
+        return True
+
+
+class OkapiIndex(WordPostings, _ZopeOkapiIndex):
+    """zope.index's OkapiIndex, with compact postings fed by ``Lexicon``.
+
+    Scoring, the query language, phrase search and the other structures
+    are zope.index's own; postings are kept as described above, and a new
+    document's distinct word ids come from the lexicon already counted.
+    """
+
+    def clear(self):
+        super().clear()
+        # Two messages archived at once append to the postings of the words
+        # they share: this tree merges such appends (kittypyr.merging).
+        self._wordinfo = AppendedBytes()
+        self._recent = AppendedBytes()
+        self._docwords = WordSequences()
+
+    def _words_added(self, count):
+        self.wordCount.change(count)
+
+    def index_doc(self, docid, text):
+        distinct_word_ids = getattr(self._lexicon, "distinct_word_ids", None)
+        if distinct_word_ids is None or docid in self._docwords:
+            return super().index_doc(docid, text)
+        distinct, positions = distinct_word_ids(text)
+        counts = [0] * len(distinct)
+        for position in positions:
+            counts[position] += 1
+        # Two distinct words never share an id, so these are the word counts.
+        self._add_new_document(docid, zip(distinct, counts))
+        count = len(positions)
+        self._docweight[docid] = count
+        self._docwords[docid] = encode_positions(distinct, positions)
+        self.documentCount.change(1)
+        self._change_doc_len(count)
+        return count
 
     def documents_holding_unsplit_words(self):
         """Docids, in order, of the documents holding a word the lexicon would now split.
@@ -847,27 +891,8 @@ class OkapiIndex(_ZopeOkapiIndex):
         self._add_new_document(docid, ((wid, f),))
 
     def _del_wordinfo(self, wid, docid):
-        postings = self._wordinfo[wid]
-        if type(postings) is bytes:
-            remaining = _without(postings, docid)
-            if remaining is None:
-                raise KeyError(docid)
-            if remaining:
-                self._wordinfo[wid] = remaining
-                return
-        else:
-            recent = self._waiting(wid)
-            remaining = None if recent is None else _without(recent, docid, _RECENT_INTS)
-            if remaining is None:
-                postings.remove(docid)
-            elif remaining:
-                self._recent[wid] = remaining
-            else:
-                del self._recent[wid]
-                recent = None
-            if len(postings) or recent is not None:
-                return
-        del self._wordinfo[wid]
+        if not self._remove_posting(wid, docid):
+            return
         self.wordCount.change(-1)
         forget = getattr(self._lexicon, "forget_word_id", None)
         if forget is not None:

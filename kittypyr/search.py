@@ -901,13 +901,16 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
         if found is not None:
             return found
     scored = None
+    index, conditions = _text_index_of(archive, asked)
     if word is None:
-        scored = asked.text.scored(catalog, verify=False)
+        scored = asked.text.scored(catalog, verify=False, index=index)
+        if scored is None:
+            # Nothing but excluded words: every message of the list, as the whole index has them.
+            index, conditions = catalog["text"].index, _conditions_of(archive, asked)
+            scored = asked.text.scored(catalog, verify=False)
         if not len(scored):
             return scored, None
-    conditions = _conditions_of(archive, asked)
     if word is not None:
-        index = catalog["text"].index
         if not conditions:
             scored, total, exact = index.best_word_scores(word, best)
             return scored, BestOnly(total, not exact, lambda docids: index.holding(word, docids))
@@ -921,6 +924,22 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
     if not conditions:
         return scored, None
     return restricted(scored, _as_scored(catalog.query(_all_of(conditions))[1]).docids), None
+
+
+def _text_index_of(archive, asked):
+    """``(index, conditions)``: the text index the words of ``asked`` are read from, and what their matches must also pass.
+
+    A search in one list of several reads that list's postings alone
+    (``FullTextIndex.within``): what it reads follows the list's size, not
+    the archive's. Any other reads the whole index, its lists a condition
+    unless it covers all (``_conditions_of``).
+    """
+    index = archive.catalog["text"].index
+    if len(asked.scope) == 1 and not _all_lists_in(archive, asked.scope):
+        scoped = index.within(asked.scope[0])
+        if scoped is not None:
+            return scoped, list(asked.conditions)
+    return index, _conditions_of(archive, asked)
 
 
 def _conditions_of(archive, asked):
@@ -939,11 +958,10 @@ def _best_of_words(archive, asked, plain, best, exact_up_to):
     for among their words' best.
     """
     catalog = archive.catalog
-    index = catalog["text"].index
+    index, conditions = _text_index_of(archive, asked)
     words = plain.words
     if index.cheap_to_score_whole(words, phrases=bool(plain.phrases)):
         return None
-    conditions = _conditions_of(archive, asked)
     allowed = AllowedDocuments(catalog, conditions) if conditions else None
     # Each document's answer remembered: asked again when more are read.
     check = all_of([index.phrase_check(phrase) for phrase in plain.phrases])

@@ -164,6 +164,13 @@ def wrong_high_postings(archive, mailing_list):
     index._wordinfo[max(index._wordinfo.keys()) + 1000] = postings
 
 
+def lost_list_posting(archive, mailing_list):
+    # A search in one list of several would no longer find the message by this word.
+    index = archive.catalog["text"].index
+    wid, = index.word_ids(["zeppelins"])
+    index._scopes[LIST]._remove_posting(wid, mailing_list.messages.data[h(0)].catalog_docid)
+
+
 DAMAGE = {
     "a message missing from the catalog": (unindex_message, f"catalog: /list/{LIST}/message/{h(1)}: missing"),
     "a message unknown to the catalog": (forget_message, f"catalog: /list/{LIST}/message/{h(2)}: not catalogued"),
@@ -186,6 +193,7 @@ DAMAGE = {
     "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
     "a group of chunks' high postings": (wrong_high_postings, "text index 'text': 1 group(s) of chunks whose high "
                                                               "postings disagree with the chunks"),
+    "a list's postings": (lost_list_posting, f"the postings of 1 list(s) disagree with the index's, e.g. '{LIST}'"),
 }
 
 

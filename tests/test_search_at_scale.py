@@ -71,9 +71,8 @@ def _replying_to(reply):
     return {"In-Reply-To": f"<g{parent}@example.org>", "References": f"<g{parent}@example.org>"}
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("scale")
+def archive_app(folder, mail):
+    """An application on a new archive in ``folder`` of ``mail`` (``[(list address, raw)]``), counting up to EXACT_UP_TO."""
     (folder / "blobs").mkdir()
     application = main({}, **{
         "zodbconn.uri": f"file://{folder}/Data.fs?blobstorage_dir={folder}/blobs",
@@ -81,10 +80,18 @@ def app(tmp_path_factory):
         "kittypyr.search_max_exact_count": str(EXACT_UP_TO),
     })
     with prepare(registry=application.registry) as env:
-        mailing_list = ensure_mailing_list(env["root"], LIST)
-        for _, raw in corpus():
-            archive_message(mailing_list, raw)
+        lists = {}
+        for address, raw in mail:
+            if address not in lists:
+                lists[address] = ensure_mailing_list(env["root"], address)
+            archive_message(lists[address], raw)
         transaction.commit()
+    return application
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    application = archive_app(tmp_path_factory.mktemp("scale"), [(LIST, raw) for _, raw in corpus()])
     yield application
     application.registry._zodb_databases[""].close()
 

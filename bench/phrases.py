@@ -87,14 +87,15 @@ def cold(folder, address):
     return statistics.median(times), statistics.mean(times), max(times), statistics.mean(n for _, n in figures)
 
 
-def repeated(folder, address, requests):
+def repeated(folder, address, requests, queries):
+    """Query -> (p50 ms, records loaded by the last request): each of ``queries`` asked ``requests`` times after one."""
     figures = {}
     with fresh_browser(folder) as (browser, loads):
-        for phrase in REPEATED:
-            url = search_url(f'"{phrase}"', address)
+        for query in queries:
+            url = search_url(query, address)
             browser.get(url)
             runs = [timed(browser, url, loads) for _ in range(requests)]
-            figures[phrase] = (statistics.median(ms for ms, _ in runs), runs[-1][1])
+            figures[query] = (statistics.median(ms for ms, _ in runs), runs[-1][1])
     return figures
 
 
@@ -110,9 +111,9 @@ def main():
     for round_ in range(1, args.rounds + 1):
         for folder in args.folders:
             p50, mean, most, loads = cold(folder, args.list)
-            again = repeated(folder, args.list, args.requests)
+            again = repeated(folder, args.list, args.requests, [f'"{phrase}"' for phrase in REPEATED])
             print(f"{str(folder)[-40:]:40} {round_:5} {p50:9.1f} {mean:5.1f} {most:6.1f} {loads:6.0f}   "
-                  + "  ".join(f"{ms:6.1f} ({n})".rjust(len(phrase) + 14) for phrase, (ms, n) in again.items()),
+                  + "  ".join(f"{ms:6.1f} ({n})".rjust(len(phrase) + 12) for phrase, (ms, n) in again.items()),
                   flush=True)
     print("ms a search in-process; loads: records read from the storage by a cold phrase (mean), "
           "and by the last of the repeated requests", flush=True)

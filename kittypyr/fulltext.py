@@ -775,6 +775,10 @@ def scope_postings_of(index, scope_of, day_of):
     return int(held.sum())
 
 
+def _by_docid(pairs):
+    return pairs[np.argsort(pairs[:, 0], kind="stable")]
+
+
 def scopes_disagreeing(index, scope_of):
     """The addresses of the lists whose postings by list disagree with what ``index`` holds of their documents, sorted.
 
@@ -809,10 +813,8 @@ def scopes_disagreeing(index, scope_of):
         for number in np.unique(word_numbers[word_numbers > 0]).tolist():
             words_of[number].add(wid)
             held = index._numbered[number].postings_of(wid)
-            want = sorted(map(tuple, pairs[word_numbers == number].tolist()))
-            have = [] if held is None else sorted(map(tuple, np.frombuffer(
-                packed_postings(held), dtype="<i4").reshape(-1, 2).tolist()))
-            if have != want:
+            have = np.frombuffer(packed_postings(held) if held is not None else b"", dtype="<i4").reshape(-1, 2)
+            if not np.array_equal(_by_docid(have), _by_docid(pairs[word_numbers == number])):
                 wrong.add(names[number])
     for number, scope in index._numbered.items():
         if set(scope._wordinfo.keys()) != words_of[number]:

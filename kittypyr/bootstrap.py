@@ -236,13 +236,19 @@ def move_word_sequences(archive):
 
 
 def scope_word_postings(archive):
-    """Version 17: the text index keeps each list's postings apart too.
+    """Version 17: the text index keeps each list's postings apart too, when it holds several.
 
     A search in one list of many then reads that list's postings alone
     (``kittypyr.fulltext.ScopePostings``). Every word's postings are read
     once and split by the messages' lists (the catalog's ``list`` index),
-    each chunk dated from its ``date`` index; no message is read.
+    each chunk dated from its ``date`` index; no message is read. An
+    archive of one list reads nothing: that list stays the lone one until
+    another list's first message (``kittypyr.catalog.keep_lists_apart``).
     """
+    from BTrees.IIBTree import IIBTree
+    from BTrees.IOBTree import IOBTree
+    from BTrees.OOBTree import OOBTree
+
     from kittypyr.fulltext import FullTextIndex, days_by_catalog, scope_postings_of
 
     catalog = archive.catalog
@@ -250,6 +256,11 @@ def scope_word_postings(archive):
         return
     text_index = getattr(catalog.get("text"), "index", None)
     if not isinstance(text_index, FullTextIndex) or text_index._scopes is not None:
+        return
+    if len(archive.lists) <= 1:
+        # The only list: a search in it reads the whole index, as before.
+        text_index._scopes, text_index._numbered, text_index._scope_of = OOBTree(), IOBTree(), IIBTree()
+        text_index._lone = next(iter(archive.lists.keys()), None)
         return
     lists = getattr(catalog.get("list"), "_rev_index", None)
     scope_postings_of(text_index, lists.get if lists is not None else (lambda docid: None), days_by_catalog(catalog))

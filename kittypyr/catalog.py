@@ -23,7 +23,7 @@ from repoze.catalog.query import Query
 from ZODB.broken import Broken
 
 from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
-from kittypyr.fulltext import FullTextIndex, zoned_text_of
+from kittypyr.fulltext import FullTextIndex, days_by_catalog, scope_postings_of, zoned_text_of
 from kittypyr.lexicon import Lexicon, OkapiIndex
 from kittypyr.resources import Archive, Message, Thread
 from kittypyr.resources.thread import month_of
@@ -394,6 +394,10 @@ def sync_catalog(archive, registry):
             resource = _resolve(archive, docid, path)
             if resource is not None:
                 index.index_doc(docid, resource)
+        text = getattr(index, "index", None)
+        if isinstance(text, FullTextIndex) and text._lone is not None and text._scopes:
+            # Filled list by list: the first is the lone one, among others.
+            keep_lists_apart(catalog, text._lone)
     return added
 
 
@@ -466,8 +470,23 @@ def _add_document(document_map, resource, path):
     return kept
 
 
+def keep_lists_apart(catalog, address):
+    """Before a message of list ``address`` is indexed: when it makes the text index's lone list one of several,
+    give that list postings of its own (``FullTextIndex.lone_to_split``).
+
+    Once, as a second list gets its first message: every word's postings
+    are read (``scope_postings_of``), about 30 s for 280,000 messages.
+    """
+    index = getattr(catalog.get("text"), "index", None)
+    if isinstance(index, FullTextIndex) and index.lone_to_split(address):
+        lists = catalog["list"]._rev_index
+        scope_postings_of(index, lists.get, days_by_catalog(catalog), only=index._lone)
+
+
 def index_resource(archive, resource, indexes=None):
     """Index ``resource`` (or refresh it in ``indexes`` only); return its docid."""
+    if isinstance(resource, Message):
+        keep_lists_apart(archive.catalog, resource.mailing_list.address)
     path = resource_path(resource)
     docid = docid_of(archive, resource, path)
     if docid is None:

@@ -32,6 +32,7 @@ from BTrees.IIBTree import IIBTree
 from BTrees.IOBTree import IOBTree
 from BTrees.OOBTree import OOBTree
 from repoze.catalog.query import Query
+from ZODB.POSException import ConflictError
 from zope.index.text import widcode
 from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
@@ -737,23 +738,29 @@ def days_by_catalog(catalog):
     return day_of
 
 
-def scope_postings_of(index, scope_of, day_of):
-    """Give ``index`` (a ``FullTextIndex`` from before them) its postings by list; how many documents it holds.
+def scope_postings_of(index, scope_of, day_of, only=None):
+    """Give the lists of ``index`` (a ``FullTextIndex``) postings of their own, from the index's; how many documents they hold.
 
     ``scope_of(docid)``: the address of a document's list, None if it
     has none; ``day_of(docid)``: its day (days since 1970), None if
-    unknown. Each word's postings are read once and split by list, in the
-    order they were added, with a savepoint and the cache trimmed every
+    unknown. ``only``: the one list to give them (the lone list, which had
+    none); else every list but the lone one gets them anew. Each word's
+    postings are read once and split by list, in the order they were
+    added, with a savepoint and the cache trimmed every
     SCOPED_BETWEEN_SAVEPOINTS postings.
     """
-    index._scopes, index._numbered, index._scope_of = OOBTree(), IOBTree(), IIBTree()
+    if only is None or index._scopes is None:
+        index._scopes, index._numbered, index._scope_of = OOBTree(), IOBTree(), IIBTree()
+    if only is not None and only == index._lone:
+        index._lone = None
     docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
     numbers = np.zeros(len(docids), dtype=np.int64)
     days = np.full(len(docids), NO_DAY, dtype=np.int64)
     for at, docid in enumerate(docids.tolist()):
         name = scope_of(docid)
-        if name is not None:
-            numbers[at] = index._scope_named(name).number
+        if name is None or name == index._lone or (only is not None and name != only):
+            continue
+        numbers[at] = index._scope_named(name).number
         day = day_of(docid)
         if day is not None:
             days[at] = day
@@ -795,6 +802,8 @@ def scopes_disagreeing(index, scope_of):
         name = scope_of(docid)
         if name is None:
             continue
+        if name == index._lone:
+            continue  # it has no postings of its own
         # A list without postings of its own: -1, which no posting has.
         expected[at] = numbers.get(name, -1)
         if expected[at] < 0:
@@ -834,10 +843,37 @@ class FullTextIndex(OkapiIndex):
     # same, and each document's list's number. Made by ``clear``, or by
     # ``scope_postings_of`` for an index from before them.
     _scopes = _numbered = _scope_of = None
+    # The list whose documents have no postings of their own: the index's
+    # first, while it is the only one (a search in it reads the whole
+    # index), until a document of another list comes (``lone_to_split``).
+    _lone = None
 
     def clear(self):
         super().clear()
         self._scopes, self._numbered, self._scope_of = OOBTree(), IOBTree(), IIBTree()
+        self._lone = None
+
+    def lone_to_split(self, name):
+        """Whether the lone list must get postings of its own before a document of list ``name`` is indexed."""
+        return self._lone is not None and (name != self._lone or bool(self._scopes))
+
+    def _post_in_scope(self, docid, name, postings, day):
+        """Post ``docid`` in the postings of its list ``name`` too, unless that is the lone list."""
+        if name == self._lone or (self._lone is None and not self._scopes):
+            # Written again with each of its documents: a split of the lone
+            # list (scope_postings_of) at the same time conflicts with them,
+            # and two of them at once do not (_p_resolveConflict).
+            self._lone = name
+            return
+        scope = self._scope_named(name)
+        scope._add_new_document(docid, postings, day)
+        self._scope_of[docid] = scope.number
+
+    def _p_resolveConflict(self, old, committed, new):
+        if set(committed) == set(new) and all(_same_references((value,), (new[key],))
+                                              for key, value in committed.items()):
+            return committed
+        raise ConflictError("the text index's own record changed by concurrent writers")
 
     def _scope_named(self, name):
         """The ``ScopePostings`` of the list ``name``, made at its first document."""
@@ -848,8 +884,8 @@ class FullTextIndex(OkapiIndex):
         return scope
 
     def within(self, name):
-        """The index as a search in the list ``name`` alone sees it (a ``ScopedIndex``); None if it keeps no lists."""
-        if self._scopes is None:
+        """The index as a search in the list ``name`` alone sees it (a ``ScopedIndex``); None if that list has no postings of its own."""
+        if self._scopes is None or name == self._lone:
             return None
         return ScopedIndex(self, self._scopes.get(name))
 
@@ -881,9 +917,7 @@ class FullTextIndex(OkapiIndex):
         postings = list(zip(wids, text.values))
         self._add_new_document(docid, postings, day)
         if text.scope is not None and self._scopes is not None:
-            scope = self._scope_named(text.scope)
-            scope._add_new_document(docid, postings, day)
-            self._scope_of[docid] = scope.number
+            self._post_in_scope(docid, text.scope, postings, day)
         count = len(positions)
         self._docweight[docid] = count
         # widcode's characters are all below 256: as bytes a third smaller

@@ -165,7 +165,10 @@ def wrong_high_postings(archive, mailing_list):
 
 
 def lost_list_posting(archive, mailing_list):
-    # A search in one list of several would no longer find the message by this word.
+    # A second list's first message gives the first postings of its own;
+    # then a search in it would no longer find the message by this word.
+    archive_message(ensure_mailing_list(archive, "other@lists.example.org"), make_message(
+        message_id="<other@example.org>", subject="Zeppelins elsewhere", date=START, body="Zeppelins.\n"))
     index = archive.catalog["text"].index
     wid, = index.word_ids(["zeppelins"])
     index._scopes[LIST]._remove_posting(wid, mailing_list.messages.data[h(0)].catalog_docid)

@@ -9,7 +9,7 @@ import transaction
 from pyramid.scripting import prepare
 
 from kittypyr import fulltext, moderation
-from kittypyr.archiving import ensure_mailing_list
+from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.fulltext import ChunkGroup, evaluate
 from kittypyr.lexicon import PostingsChunk
 from kittypyr.scored import restricted
@@ -200,3 +200,122 @@ def test_an_archive_made_before_lists_kept_their_postings_gets_them_at_start_up(
         assert spans and None not in spans
     for query in queries:
         assert search(app, query, start=20)[1] == before[query]
+
+
+def test_the_only_list_keeps_no_postings_of_its_own_until_a_second_list_gets_mail(tmp_path, monkeypatch):
+    first = "first@lists.example.org"
+    mail = [(first if address == BIG else "second@lists.example.org", raw) for address, raw in corpus()[:800]]
+    application = archive_app(tmp_path, [(address, raw) for address, raw in mail if address == first])
+    try:
+        with prepare(registry=application.registry) as env:
+            index = env["root"].catalog["text"].index
+            # Nothing written twice while a search of the list is one of the whole index.
+            assert index._lone == first and not index._scopes and not index._scope_of
+            # As an archive indexed before postings by list: upgraded, it is the lone list at once.
+            del index._scopes, index._numbered, index._scope_of, index._lone
+            env["root"].schema_version = 16
+            transaction.commit()
+        with started_again(application) as archive:
+            index = archive.catalog["text"].index
+            assert index._lone == first and not index._scopes and not index._scope_of
+            ensure_mailing_list(archive, "second@lists.example.org")
+            transaction.commit()
+        expected = ranked_by_the_whole_index(application, EXPECTED["ocelot heron"][0], address=first)
+        limits = SearchLimits.from_settings(application.registry.settings)
+        monkeypatch.setattr(fulltext, "WORDS_SCORED_WHOLE_UP_TO", 0)
+        with prepare(registry=application.registry) as env:
+            # Not yet split: read from the whole index, the same page.
+            results = run_search(env["root"], "ocelot heron", [first, "second@lists.example.org"], mlist=first,
+                                 limits=limits)
+            assert [hit.message.message_id for hit in results.hits] == expected[:20]
+            second = env["root"].lists["second@lists.example.org"]
+            archive_message(second, next(raw for address, raw in mail if address != first))
+            transaction.commit()
+        with prepare(registry=application.registry) as env:
+            archive = env["root"]
+            index = archive.catalog["text"].index
+            assert index._lone is None and set(index._scopes.keys()) == {first, "second@lists.example.org"}
+            assert fulltext.scopes_disagreeing(index, archive.catalog["list"]._rev_index.get) == []
+            mine = {m.catalog_docid for m in archive.lists[first].messages.values()}
+            archive._p_jar.cacheMinimize()
+            results = run_search(archive, "ocelot heron", [first, "second@lists.example.org"], mlist=first,
+                                 limits=limits)
+            assert [hit.message.message_id for hit in results.hits] == expected[:20]
+            read = loaded_postings(archive._p_jar)
+            assert read and read <= mine
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
+def scoped_text(words, scope):
+    from kittypyr.zones import OWN, Zones
+
+    zones = Zones()
+    zones.add(OWN, 1, words)
+    text = fulltext.prepare_zoned(zones)
+    text.scope = scope
+    return text
+
+
+def test_a_split_of_the_lone_list_and_a_message_to_it_at_the_same_time_conflict(tmp_path):
+    import ZODB
+    from ZODB.FileStorage import FileStorage
+    from ZODB.POSException import ConflictError
+
+    from kittypyr.lexicon import Lexicon
+
+    db = ZODB.DB(FileStorage(str(tmp_path / "Data.fs")))
+    try:
+        with db.transaction() as connection:
+            index = connection.root()["index"] = fulltext.FullTextIndex(Lexicon())
+            for docid in range(1, 200):
+                index.index_doc(docid, scoped_text("ocelot heron lorem", "a"))
+        managers = [transaction.TransactionManager(), transaction.TransactionManager()]
+        archiving, splitting = [db.open(transaction_manager=manager) for manager in managers]
+        # Two messages to the lone list at once: no conflict.
+        archiving.root()["index"].index_doc(500, scoped_text("ocelot", "a"))
+        other = db.open(transaction_manager=transaction.TransactionManager())
+        other.root()["index"].index_doc(501, scoped_text("heron", "a"))
+        other.transaction_manager.commit()
+        other.close()
+        managers[0].commit()
+        # A message to the lone list while another list's first one splits it.
+        archiving.root()["index"].index_doc(502, scoped_text("ocelot", "a"))
+        managers[1].begin()
+        index = splitting.root()["index"]
+        scope_of = {docid: "a" for docid in index._docweight.keys()}
+        # Alone in its transaction: nothing else of the two overlaps.
+        fulltext.scope_postings_of(index, scope_of.get, lambda docid: None, only="a")
+        managers[1].commit()
+        with pytest.raises(ConflictError):
+            managers[0].commit()
+        managers[0].abort()
+        # Tried again, as a request is: in its list's postings now.
+        index = archiving.root()["index"]
+        index.index_doc(502, scoped_text("ocelot", "a"))
+        managers[0].commit()
+        wid, = index.word_ids(["ocelot"])
+        held = np.frombuffer(fulltext.packed_postings(index._scopes["a"].postings_of(wid)), dtype="<i4")[0::2]
+        assert {500, 502} <= set(held.tolist()) and index._lone is None
+        assert {index._scope_of.get(docid) for docid in (500, 501, 502)} == {index._scopes["a"].number}
+        archiving.close()
+        splitting.close()
+    finally:
+        db.close()
+
+
+def test_a_text_index_made_again_gives_every_list_postings_of_its_own(app):
+    from kittypyr.catalog import sync_catalog
+
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        del archive.catalog["text"]
+        sync_catalog(archive, app.registry)
+        transaction.commit()
+    with prepare(registry=app.registry) as env:
+        catalog = env["root"].catalog
+        index = catalog["text"].index
+        assert index._lone is None and {SMALL, BIG} <= set(index._scopes.keys())
+        assert fulltext.scopes_disagreeing(index, catalog["list"]._rev_index.get) == []
+    expected = ranked_by_the_whole_index(app, EXPECTED["ocelot heron"][0])
+    assert search(app, "ocelot heron")[1] == expected[:20]

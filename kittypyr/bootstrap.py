@@ -245,10 +245,6 @@ def scope_word_postings(archive):
     archive of one list reads nothing: that list stays the lone one until
     another list's first message (``kittypyr.catalog.keep_lists_apart``).
     """
-    from BTrees.IIBTree import IIBTree
-    from BTrees.IOBTree import IOBTree
-    from BTrees.OOBTree import OOBTree
-
     from kittypyr.fulltext import FullTextIndex, days_by_catalog, scope_postings_of
 
     catalog = archive.catalog
@@ -257,13 +253,13 @@ def scope_word_postings(archive):
     text_index = getattr(catalog.get("text"), "index", None)
     if not isinstance(text_index, FullTextIndex) or text_index._scopes is not None:
         return
-    if len(archive.lists) <= 1:
-        # The only list: a search in it reads the whole index, as before.
-        text_index._scopes, text_index._numbered, text_index._scope_of = OOBTree(), IOBTree(), IIBTree()
-        text_index._lone = next(iter(archive.lists.keys()), None)
+    lists = catalog.get("list")
+    held = list(lists._fwd_index.keys()) if lists is not None else []
+    if len(held) <= 1:
+        # The only list with mail: a search in it reads the whole index, as before.
+        text_index.keep_lists_anew(lone=held[0] if held else None)
         return
-    lists = getattr(catalog.get("list"), "_rev_index", None)
-    scope_postings_of(text_index, lists.get if lists is not None else (lambda docid: None), days_by_catalog(catalog))
+    scope_postings_of(text_index, lists._rev_index.get, days_by_catalog(catalog))
 
 
 # Numbered steps that upgrade an older persistent schema, in order. Each

@@ -38,8 +38,8 @@ from persistent import Persistent
 from zope.index.text.baseindex import inverse_doc_frequency
 
 from kittypyr.lexicon import (_PAIR, _RECENT_INTS, INLINE_MAX, NO_DAY, OkapiIndex, Postings, PostingsChunk, PreparedText,
-                              WordPostings, _doc_count, _ints, _recent_pairs, _same_references, _without, encode_positions, packed_postings, removed_from,
-                              split_words, WordSequences)
+                              WordPostings, WordSequences, _doc_count, _ints, _recent_pairs, _same_references, _without,
+                              encode_positions, packed_postings, removed_from, split_words)
 from kittypyr.merging import AppendedBytes
 from kittypyr.scored import EMPTY, Scored, all_of, best_passing, held_in, in_docid_order, intersection, restricted, union, verified
 from kittypyr.zones import ZONE_BITS, message_zones
@@ -750,7 +750,7 @@ def scope_postings_of(index, scope_of, day_of, only=None):
     SCOPED_BETWEEN_SAVEPOINTS postings.
     """
     if only is None or index._scopes is None:
-        index._scopes, index._numbered, index._scope_of = OOBTree(), IOBTree(), IIBTree()
+        index.keep_lists_anew(index._lone if only is None else None)
     if only is not None and only == index._lone:
         index._lone = None
     docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
@@ -768,10 +768,7 @@ def scope_postings_of(index, scope_of, day_of, only=None):
     index._scope_of.update(dict(zip(docids[held].tolist(), numbers[held].tolist())))
     since_savepoint = 0
     for wid in list(index._wordinfo.keys()):
-        pairs = np.frombuffer(packed_postings(index.postings_of(wid)), dtype="<i4").reshape(-1, 2)
-        at = np.minimum(np.searchsorted(docids, pairs[:, 0]), max(0, len(docids) - 1))
-        found = docids[at] == pairs[:, 0] if len(docids) else np.zeros(len(pairs), dtype=bool)
-        word_numbers = np.where(found, numbers[at], 0)
+        pairs, at, word_numbers = _postings_by_list(index, wid, docids, numbers)
         for number in np.unique(word_numbers[word_numbers > 0]).tolist():
             mine = word_numbers == number
             index._numbered[number]._take_postings(wid, pairs[mine], days[at[mine]])
@@ -780,6 +777,15 @@ def scope_postings_of(index, scope_of, day_of, only=None):
             since_savepoint = 0
             _savepoint_and_trim(index)
     return int(held.sum())
+
+
+def _postings_by_list(index, wid, docids, numbers):
+    """``(pairs, at, word_numbers)``: word ``wid``'s postings in ``index``, where each one's docid is in
+    ``docids`` (sorted), and the number there in ``numbers`` (0 for a docid not among them)."""
+    pairs = np.frombuffer(packed_postings(index.postings_of(wid)), dtype="<i4").reshape(-1, 2)
+    at = np.minimum(np.searchsorted(docids, pairs[:, 0]), max(0, len(docids) - 1))
+    found = docids[at] == pairs[:, 0] if len(docids) else np.zeros(len(pairs), dtype=bool)
+    return pairs, at, np.where(found, numbers[at], 0)
 
 
 def _by_docid(pairs):
@@ -800,10 +806,8 @@ def scopes_disagreeing(index, scope_of):
     expected = np.zeros(len(docids), dtype=np.int64)
     for at, docid in enumerate(docids.tolist()):
         name = scope_of(docid)
-        if name is None:
-            continue
-        if name == index._lone:
-            continue  # it has no postings of its own
+        if name is None or name == index._lone:
+            continue  # the lone list has no postings of its own
         # A list without postings of its own: -1, which no posting has.
         expected[at] = numbers.get(name, -1)
         if expected[at] < 0:
@@ -815,10 +819,7 @@ def scopes_disagreeing(index, scope_of):
             wrong.add(names.get(number, f"list number {number}"))
     words_of = {number: set() for number in names}
     for wid in index._wordinfo.keys():
-        pairs = np.frombuffer(packed_postings(index.postings_of(wid)), dtype="<i4").reshape(-1, 2)
-        at = np.minimum(np.searchsorted(docids, pairs[:, 0]), max(0, len(docids) - 1))
-        found = docids[at] == pairs[:, 0] if len(docids) else np.zeros(len(pairs), dtype=bool)
-        word_numbers = np.where(found, expected[at], 0)
+        pairs, _, word_numbers = _postings_by_list(index, wid, docids, expected)
         for number in np.unique(word_numbers[word_numbers > 0]).tolist():
             words_of[number].add(wid)
             held = index._numbered[number].postings_of(wid)
@@ -850,8 +851,12 @@ class FullTextIndex(OkapiIndex):
 
     def clear(self):
         super().clear()
+        self.keep_lists_anew()
+
+    def keep_lists_anew(self, lone=None):
+        """No postings by list yet; ``lone``: the list whose documents the index already holds, if one."""
         self._scopes, self._numbered, self._scope_of = OOBTree(), IOBTree(), IIBTree()
-        self._lone = None
+        self._lone = lone
 
     def lone_to_split(self, name):
         """Whether the lone list must get postings of its own before a document of list ``name`` is indexed."""

@@ -139,7 +139,11 @@ class SparseFieldIndex(CatalogFieldIndex):
     them, both kept in the bucket that maps the value; a value shared by
     more than SHARED_INLINE documents gets a set. Queries and sorting
     answer as CatalogFieldIndex does (BTrees' multiunion takes docids,
-    tuples and sets alike).
+    tuples and sets alike). A value held by one document is now kept as a
+    tuple of one: two processes that change the same bucket have their
+    changes merged (BTrees' conflict resolution), which compares a value's
+    old and new forms, and an int does not compare with a tuple. A value
+    stored alone as an int before stays so until its next change.
     """
 
     SHARED_INLINE = 8
@@ -160,7 +164,7 @@ class SparseFieldIndex(CatalogFieldIndex):
         fwd_index = self._fwd_index
         docids = fwd_index.get(value)
         if docids is None:
-            fwd_index[value] = docid
+            fwd_index[value] = (docid,)
         elif type(docids) is int:
             fwd_index[value] = tuple(sorted((docids, docid)))
         elif type(docids) is tuple:
@@ -191,10 +195,8 @@ class SparseFieldIndex(CatalogFieldIndex):
         elif type(docids) is tuple:
             rest = tuple(other for other in docids if other != docid)
             if len(rest) != len(docids):
-                if len(rest) > 1:
+                if rest:
                     fwd_index[value] = rest
-                elif rest:
-                    fwd_index[value] = rest[0]
                 else:
                     del fwd_index[value]
         elif docids is not None:

@@ -165,3 +165,42 @@ def test_an_archive_whose_indexes_hold_sets_is_upgraded_without_reading_a_messag
         assert found(app, "file:smpboot.c")[0] == [7]
     finally:
         app.registry._zodb_databases[""].close()
+
+
+class Dated:
+    def __init__(self, when):
+        self.when = when
+
+
+def test_two_writers_of_one_bucket_of_dates_are_merged_when_one_date_gains_a_second_message(tmp_path):
+    # A date held by one message gains a second one while another process
+    # files a message under a new date in the same bucket: BTrees merge the
+    # two, comparing the date's entry before and after. Kept as an int, the
+    # entry did not compare with the tuple it became (TypeError, logged by
+    # ZEO, and a retry).
+    import ZODB
+    from ZODB.FileStorage import FileStorage
+
+    from kittypyr.catalog import SparseFieldIndex
+
+    db = ZODB.DB(FileStorage(str(tmp_path / "Data.fs")))
+    try:
+        with db.transaction() as connection:
+            index = connection.root()["date"] = SparseFieldIndex("when")
+            for docid in range(1, 21):
+                index.index_doc(docid, Dated(1_000_000 + 10 * docid))
+        managers = [transaction.TransactionManager(), transaction.TransactionManager()]
+        sharing, apart = [db.open(transaction_manager=manager) for manager in managers]
+        sharing.root()["date"].index_doc(100, Dated(1_000_050))
+        apart.root()["date"].index_doc(101, Dated(1_000_055))
+        managers[0].commit()
+        managers[1].commit()
+        with db.transaction() as connection:
+            index = connection.root()["date"]
+            assert sorted(index.documents_with(1_000_050)) == [5, 100]
+            assert list(index.documents_with(1_000_055)) == [101]
+            assert list(index.documents_with(1_000_010)) == [1]
+        sharing.close()
+        apart.close()
+    finally:
+        db.close()

@@ -392,14 +392,20 @@ class ChunkDirectory(Persistent):
         return unsplit
 
     def pieces(self):
-        """``(chunk, ceiling, high, rest)`` of every full chunk, in order; ``high`` None when not kept."""
-        found = []
+        """``(chunks, ceilings, highs, rests)``: lists of every full chunk, its ceiling, high postings and rest, in order.
+
+        ``highs`` and ``rests`` hold None for a chunk whose are not kept.
+        Gathered a group at a time: a common word has thousands of chunks.
+        """
+        chunks, ceilings, highs, rests = [], [], [], []
         for group in self.groups:
-            highs = group.highs or (None,) * len(group.chunks)
-            rests = group.rests or (None,) * len(group.chunks)
-            found += zip(group.chunks, group.ceilings, highs, rests)
-        found += [(chunk, ceiling, None, None) for chunk, ceiling in zip(self.open_chunks, self.open_ceilings)]
-        return found
+            chunks += group.chunks
+            ceilings += group.ceilings
+            highs += group.highs or (None,) * len(group.chunks)
+            rests += group.rests or (None,) * len(group.chunks)
+        unkept = (None,) * len(self.open_chunks)
+        return chunks + list(self.open_chunks), ceilings + list(self.open_ceilings), highs + list(unkept), \
+            rests + list(unkept)
 
 
 class RankedPostings(Postings):
@@ -524,9 +530,9 @@ class RankedPostings(Postings):
         return directory.chunks, directory.ceilings
 
     def chunk_pieces(self):
-        """``ChunkDirectory.pieces``: each full chunk with its ceiling, high postings and rest."""
+        """``ChunkDirectory.pieces``: the full chunks, their ceilings, high postings and rests."""
         directory = self._directory
-        return () if directory is None else directory.pieces()
+        return ([], [], [], []) if directory is None else directory.pieces()
 
     def _same_chunks(self, old, committed, new):
         # A filled chunk changes the directory and the count alike.
@@ -1005,7 +1011,7 @@ class FullTextIndex(OkapiIndex):
 
     def _chunk_bounds(self, ceilings, idf, mean_length):
         """The best score each chunk can hold, from its ceiling (``ceiling_of``)."""
-        sizes = np.fromiter((len(ceiling) // 4 for ceiling in ceilings), dtype=np.int64, count=len(ceilings))
+        sizes = np.fromiter(map(len, ceilings), dtype=np.int64, count=len(ceilings)) // 4
         bounds = np.zeros(len(ceilings))
         if not sizes.any():
             return bounds
@@ -1535,18 +1541,20 @@ class WordImpacts:
         self.wid = wid
         self.count = _doc_count(postings)
         self._score = lambda values: index._bm25(values, idf, mean_length)
-        pieces = postings.chunk_pieces() if hasattr(postings, "chunk_pieces") else ()
-        self.tail = bytes(postings._tail) if pieces else packed_postings(postings)
-        self.chunks = [chunk for chunk, _, _, _ in pieces]
-        self._highs = {at: high for at, (_, _, high, _) in enumerate(pieces) if high is not None}
-        rests = [ceiling if high is None else rest for _, ceiling, high, rest in pieces]
+        chunks, ceilings, highs, rests = postings.chunk_pieces() if hasattr(postings, "chunk_pieces") \
+            else ([], [], [], [])
+        self.tail = bytes(postings._tail) if chunks else packed_postings(postings)
+        self.chunks = chunks
+        # What is read of each chunk: its high postings (None where not
+        # kept: it counts as unread), or all of it once read whole.
+        self._read = list(highs)
+        rests = [ceiling if high is None else rest for ceiling, high, rest in zip(ceilings, highs, rests)]
         # The best score of each chunk's unread postings (-inf: none left).
         self._unread = index._chunk_bounds(rests, idf, mean_length)
-        self._unread[np.array([len(rest) == 0 for rest in rests], dtype=bool)] = -np.inf
-        self._read_whole = set()
+        self._unread[np.fromiter(map(len, rests), dtype=np.int64, count=len(rests)) == 0] = -np.inf
         # Chunks hold docids in the order mail came, the tail the newest:
         # joined so, their postings are in docid order and need no sort.
-        self._found = self._scored(b"".join([*self._highs.values(), self.tail]))
+        self._found = self._scored(b"".join([*filter(None, highs), self.tail]))
         # A chunk's best is its high postings' or its rest's.
         self.maximum = max(self._found.scores.max(initial=0.0), self._unread.max(initial=0.0))
 
@@ -1565,17 +1573,12 @@ class WordImpacts:
         if not len(reaching):
             return False
         unread[reaching] = -np.inf
-        self._read_whole.update(reaching.tolist())
+        read, chunks = self._read, self.chunks
+        for at in reaching.tolist():
+            read[at] = chunks[at].data
         # Made again from the records, in the same order: that costs less
         # than taking the high postings of each chunk read out of what was found.
-        parts = []
-        for at, chunk in enumerate(self.chunks):
-            if at in self._read_whole:
-                parts.append(chunk.data)
-            elif at in self._highs:
-                parts.append(self._highs[at])
-        parts.append(self.tail)
-        self._found = self._scored(b"".join(parts))
+        self._found = self._scored(b"".join([*filter(None, read), self.tail]))
         return True
 
     def _scored(self, packed):

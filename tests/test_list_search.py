@@ -319,3 +319,21 @@ def test_a_text_index_made_again_gives_every_list_postings_of_its_own(app):
         assert fulltext.scopes_disagreeing(index, catalog["list"]._rev_index.get) == []
     expected = ranked_by_the_whole_index(app, EXPECTED["ocelot heron"][0])
     assert search(app, "ocelot heron")[1] == expected[:20]
+
+
+def test_a_lists_view_of_the_index_holds_nothing_of_another_list(app):
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        index = archive.catalog["text"].index
+        view = index.within(SMALL)
+        wids = index.word_ids(["gray", "heron"])
+        theirs = [m.catalog_docid for m in archive.lists[BIG].messages.values()
+                  if index.phrase_check(wids)(m.catalog_docid)]
+        mine = [m.catalog_docid for m in archive.lists[SMALL].messages.values()
+                if index.phrase_check(wids)(m.catalog_docid)]
+        assert theirs and mine
+        # What counts a thread's matches or checks a phrase asks the view too.
+        assert not any(view.phrase_check(wids)(docid) for docid in theirs)
+        assert all(view.phrase_check(wids)(docid) for docid in mine)
+        assert view.holding(wids[1], theirs + mine) == mine
+        assert index.within(BIG).holding(wids[1], theirs + mine) == theirs

@@ -759,11 +759,10 @@ def scope_postings_of(index, scope_of, day_of, only=None):
         index.keep_lists_anew(index._lone if only is None else None)
     if only is not None and only == index._lone:
         index._lone = None
-    docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
+    docids, names = _documents_and_lists(index, scope_of)
     numbers = np.zeros(len(docids), dtype=np.int64)
     days = np.full(len(docids), NO_DAY, dtype=np.int64)
-    for at, docid in enumerate(docids.tolist()):
-        name = scope_of(docid)
+    for at, (docid, name) in enumerate(zip(docids.tolist(), names)):
         if name is None or name == index._lone or (only is not None and name != only):
             continue
         numbers[at] = index._scope_named(name).number
@@ -783,6 +782,12 @@ def scope_postings_of(index, scope_of, day_of, only=None):
             since_savepoint = 0
             _savepoint_and_trim(index)
     return int(held.sum())
+
+
+def _documents_and_lists(index, scope_of):
+    """``(docids, names)``: every document of ``index`` (a sorted array) and its list's address by ``scope_of``."""
+    docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
+    return docids, [scope_of(docid) for docid in docids.tolist()]
 
 
 def _postings_by_list(index, wid, docids, numbers):
@@ -808,10 +813,9 @@ def scopes_disagreeing(index, scope_of):
     names = {number: scope.name for number, scope in index._numbered.items()}
     numbers = {name: number for number, name in names.items()}
     wrong = set()
-    docids = np.fromiter(index._docweight.keys(), dtype=np.int64, count=len(index._docweight))
+    docids, lists = _documents_and_lists(index, scope_of)
     expected = np.zeros(len(docids), dtype=np.int64)
-    for at, docid in enumerate(docids.tolist()):
-        name = scope_of(docid)
+    for at, (docid, name) in enumerate(zip(docids.tolist(), lists)):
         if name is None or name == index._lone:
             continue  # the lone list has no postings of its own
         # A list without postings of its own: -1, which no posting has.

@@ -6,7 +6,7 @@ import pytest
 from BTrees.IOBTree import IOBucket
 
 from kittypyr.lexicon import WordSequences
-from tests.test_words_search_cost import index_in_file_storage
+from tests.test_words_search_cost import index_in_file_storage, opened
 
 DOCUMENTS = 6_000
 FILLER = "lorem ipsum dolor amet consectetur adipiscing elit sed eiusmod tempor".split()
@@ -39,8 +39,7 @@ def loaded_sequences(connection, before):
 
 
 def test_checking_a_phrase_in_candidates_spread_over_the_archive_reads_few_other_sequences(stored_index):
-    connection = stored_index.open()
-    try:
+    with opened(stored_index) as connection:
         index = connection.root()["index"]
         assert type(index._docwords) is WordSequences
         candidates = index.term(["gray", "heron"], verify=False)
@@ -54,22 +53,16 @@ def test_checking_a_phrase_in_candidates_spread_over_the_archive_reads_few_other
             [docid for docid in checked if docid % 3 == 0]
         read = loaded_sequences(connection, before)
         assert CHECKED <= read <= WordSequences.max_leaf_size * CHECKED, read
-    finally:
-        connection.close()
 
 
 def test_a_phrase_is_found_in_every_document_that_holds_it_and_no_other(stored_index):
-    connection = stored_index.open()
-    try:
+    with opened(stored_index) as connection:
         index = connection.root()["index"]
         found = index.term(["gray", "heron"]).docids.tolist()
         assert found == [docid for docid in range(1, DOCUMENTS + 1) if docid % 3 == 0]
         # Forgetting a document forgets its sequence too.
         index.unindex_doc(3)
         assert 3 not in index._docwords and 3 not in index.term(["gray", "heron"]).docids.tolist()
-    finally:
-        connection.transaction_manager.abort()
-        connection.close()
 
 
 def test_a_phrase_is_not_found_where_another_word_begins_as_its_last_word_is_written():

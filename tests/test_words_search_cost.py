@@ -1,10 +1,10 @@
 """Two words most of the mail holds: the first page as every posting scored ranks it, from a part of the postings."""
 
 import random
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
-import transaction
 import ZODB
 from ZODB.FileStorage import FileStorage
 
@@ -28,6 +28,17 @@ def text(chance):
             words += [word] * (chance.randint(1, 9) if short else 1)
     chance.shuffle(words)
     return " ".join(words)
+
+
+@contextmanager
+def opened(db):
+    """A connection to ``db``, what it changed dropped and closed after."""
+    connection = db.open()
+    try:
+        yield connection
+    finally:
+        connection.transaction_manager.abort()
+        connection.close()
 
 
 def index_in_file_storage(folder, count, text_of):
@@ -67,8 +78,7 @@ def assert_holds_the_best_page(scored, expected, page=PAGE):
 
 @pytest.mark.parametrize("name, rule", [("every document", None), ("one in seven", lambda docid: docid % 7 == 0)])
 def test_two_common_words_find_the_best_page_and_read_a_part_of_their_chunks(stored_index, name, rule):
-    connection = stored_index.open()
-    try:
+    with opened(stored_index) as connection:
         connection.cacheMinimize()
         index = connection.root()["index"]
         wids = index.word_ids(list(WORDS[:2]))
@@ -85,15 +95,12 @@ def test_two_common_words_find_the_best_page_and_read_a_part_of_their_chunks(sto
         # Every chunk of both words was read before: now the chunks sampled
         # for the count and those whose rest could reach the page.
         assert read < chunks / 4, (read, chunks)
-    finally:
-        connection.close()
 
 
 @pytest.mark.parametrize("every", [500, 5000])
 def test_a_few_matches_are_counted_exactly(stored_index, every):
     # One in 5,000: fewer matches than a page.
-    connection = stored_index.open()
-    try:
+    with opened(stored_index) as connection:
         index = connection.root()["index"]
         wids = index.word_ids(list(WORDS[:2]))
         rule = lambda docid: docid % every == 0  # noqa: E731
@@ -101,13 +108,10 @@ def test_a_few_matches_are_counted_exactly(stored_index, every):
         expected = exhaustive(index, rule)
         assert exact and total == len(expected) and len(expected) < 1000
         assert dict(zip(scored.docids.tolist(), scored.scores.tolist())) == expected
-    finally:
-        connection.close()
 
 
 def test_a_removed_document_is_not_found_by_the_postings_a_group_keeps_high(stored_index):
-    connection = stored_index.open()
-    try:
+    with opened(stored_index) as connection:
         index = connection.root()["index"]
         wids = index.word_ids(list(WORDS[:2]))
         scored, _, _ = index.best_words_scores(wids, PAGE)
@@ -122,9 +126,6 @@ def test_a_removed_document_is_not_found_by_the_postings_a_group_keeps_high(stor
         scored, _, _ = index.best_words_scores(wids, PAGE)
         assert best not in scored.docids.tolist()
         assert_holds_the_best_page(scored, exhaustive(index))
-    finally:
-        transaction.abort()
-        connection.close()
 
 
 def test_an_index_made_before_groups_kept_high_postings_is_searched_the_same_and_then_split(stored_index, monkeypatch):
@@ -132,8 +133,7 @@ def test_an_index_made_before_groups_kept_high_postings_is_searched_the_same_and
 
     # A savepoint after every group split, as after every 4,000 chunks.
     monkeypatch.setattr(fulltext, "SPLIT_BETWEEN_SAVEPOINTS", 1)
-    connection = stored_index.open()
-    try:
+    with opened(stored_index) as connection:
         index = connection.root()["index"]
         wids = index.word_ids(list(WORDS[:2]))
         groups = [group for wid in wids for group in index._wordinfo[wid]._directory.groups]
@@ -147,22 +147,16 @@ def test_an_index_made_before_groups_kept_high_postings_is_searched_the_same_and
         assert all(group.highs is not None for group in groups)
         scored, _, _ = index.best_words_scores(wids, PAGE)
         assert_holds_the_best_page(scored, exhaustive(index))
-    finally:
-        transaction.abort()
-        connection.close()
 
 
 def test_three_common_words_find_the_best_page(stored_index):
-    connection = stored_index.open()
-    try:
+    with opened(stored_index) as connection:
         index = connection.root()["index"]
         wids = index.word_ids(list(WORDS))
         scored, total, exact = index.best_words_scores(wids, PAGE)
         expected = exhaustive(index, words=WORDS)
         assert_holds_the_best_page(scored, expected)
         assert not exact and abs(total - len(expected)) <= len(expected) * 0.15, (total, len(expected))
-    finally:
-        connection.close()
 
 
 PHRASE_DOCUMENTS = 20_000
@@ -196,8 +190,7 @@ def exhaustive_phrase(index, words):
 
 
 def test_a_phrase_of_two_common_words_is_looked_for_among_their_best_postings(phrase_index):
-    connection = phrase_index.open()
-    try:
+    with opened(phrase_index) as connection:
         connection.cacheMinimize()
         index = connection.root()["index"]
         wids = index.word_ids(["heron", "egret"])
@@ -211,14 +204,11 @@ def test_a_phrase_of_two_common_words_is_looked_for_among_their_best_postings(ph
         assert abs(total - len(expected)) <= len(expected) * 0.15, (total, len(expected))
         # Every posting of both words was read before, to score the phrase's candidates.
         assert read < chunks / 3, (read, chunks)
-    finally:
-        connection.close()
 
 
 def test_a_phrase_its_words_seldom_make_is_found_among_more_of_their_best(phrase_index):
     # "egret heron" only where two "heron egret" were put side by side.
-    connection = phrase_index.open()
-    try:
+    with opened(phrase_index) as connection:
         index = connection.root()["index"]
         words = ["egret", "heron"]
         wids = index.word_ids(words)
@@ -231,5 +221,3 @@ def test_a_phrase_its_words_seldom_make_is_found_among_more_of_their_best(phrase
         scored, total, exact = index.best_words_scores(wids, 1000, None, 50, index.phrase_check(wids))
         assert dict(zip(scored.docids.tolist(), scored.scores.tolist())) == expected
         assert exact and total == len(expected)
-    finally:
-        connection.close()

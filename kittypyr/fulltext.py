@@ -1355,7 +1355,10 @@ class FullTextIndex(OkapiIndex):
             return passing, len(passing), True
         rarest = words[0]
         share, share_passing = self._share_holding(rarest, [word.wid for word in words[1:]], allowed, check)
-        if not read_whole and max(round(share * rarest.count), len(scored)) <= exact_up_to:
+        # ``scored`` may lack what scores below the floor: every document
+        # found in all the words is counted only when the sample says few.
+        if not read_whole and round(share * rarest.count) <= exact_up_to \
+                and len(self._found_in_all(words, allowed)) <= exact_up_to:
             for word in words:
                 word.read_reaching(-np.inf)
             found = self._found_in_all(words, allowed)
@@ -1372,12 +1375,19 @@ class FullTextIndex(OkapiIndex):
         """``(scored, floor)``: every document that can be among the ``count`` best of ``words``, read so far.
 
         ``floor`` is the ``count``-th best score (-inf when fewer are found):
-        of each word, the chunks whose postings could still reach it are read.
+        of each word, the chunks whose postings could still reach it are
+        read. Once a floor is known, each word's postings that cannot reach
+        it, even with every other word's best, are left out before the
+        documents in all of them are found: ``scored`` may then lack
+        documents scoring below ``floor`` (all of them when every word was
+        read whole, for an exact count).
         """
+        floor = -np.inf
         while True:
-            scored = self._found_in_all(words, allowed)
-            floor = np.partition(scored.scores, len(scored) - count)[len(scored) - count] \
-                if len(scored) >= count else -np.inf
+            whole = all(word.read_whole for word in words)
+            scored = self._found_in_all(words, allowed, -np.inf if whole else floor - best_sum)
+            if len(scored) >= count:
+                floor = np.partition(scored.scores, len(scored) - count)[len(scored) - count]
             opened = [word.read_reaching(floor - (best_sum - word.maximum)) for word in words]
             if not any(opened):
                 return scored, floor
@@ -1393,12 +1403,15 @@ class FullTextIndex(OkapiIndex):
         return sum(_doc_count(self.postings_of(wid) or b"") for wid in wids) <= most
 
     @staticmethod
-    def _found_in_all(words, allowed):
+    def _found_in_all(words, allowed, below_best=-np.inf):
         """``Scored`` of the documents found in what was read of every word of ``words``, and ``allowed``.
 
-        Added in the order ``evaluate`` adds them: the same scores to the last bit.
+        Added in the order ``evaluate`` adds them: the same scores to the
+        last bit. ``below_best``: a score less the best every word can
+        give together; each word's postings that cannot reach it even with
+        every other word's best are left out.
         """
-        scored = words[0].found()
+        scored = words[0].found(below_best)
         if allowed is not None and len(scored):
             # The rarest word's first: a filter of one list among many
             # leaves the intersections a part of it to do.
@@ -1407,7 +1420,7 @@ class FullTextIndex(OkapiIndex):
         for word in words[1:]:
             if not len(scored):
                 break
-            scored = intersection(scored, word.found())
+            scored = intersection(scored, word.found(below_best))
         return scored
 
     def _search_wids(self, wids):
@@ -1549,16 +1562,24 @@ class WordImpacts:
             else ([], [], [], [])
         self.tail = bytes(postings._tail) if chunks else packed_postings(postings)
         self.chunks = chunks
-        # What is read of each chunk: its high postings (None where not
+        # What is read of each chunk: its high postings (empty where not
         # kept: it counts as unread), or all of it once read whole.
-        self._read = list(highs)
+        self._read = [high or b"" for high in highs]
         rests = [ceiling if high is None else rest for ceiling, high, rest in zip(ceilings, highs, rests)]
         # The best score of each chunk's unread postings (-inf: none left).
         self._unread = index._chunk_bounds(rests, idf, mean_length)
         self._unread[np.fromiter(map(len, rests), dtype=np.int64, count=len(rests)) == 0] = -np.inf
         # Chunks hold docids in the order mail came, the tail the newest:
         # joined so, their postings are in docid order and need no sort.
-        self._found = self._scored(b"".join([*filter(None, highs), self.tail]))
+        docids, scores = self._scored_pairs(b"".join([*filter(None, highs), self.tail]))
+        self._found = in_docid_order(docids, scores)
+        # Where each chunk's part of ``_found`` starts (the tail's after the
+        # last), while ``_found`` is the chunks' postings in their order: a
+        # chunk read whole then replaces its part alone (``_replace_parts``).
+        self._starts = None
+        if self._found.docids is docids:
+            sizes = np.fromiter(map(len, self._read), dtype=np.int64, count=len(highs)) // _PAIR.size
+            self._starts = np.concatenate([[0], np.cumsum(sizes)])
         # A chunk's best is its high postings' or its rest's.
         self.maximum = max(self._found.scores.max(initial=0.0), self._unread.max(initial=0.0))
 
@@ -1566,9 +1587,19 @@ class WordImpacts:
     def read_whole(self):
         return not np.isfinite(self._unread).any()
 
-    def found(self):
-        """``Scored`` of the postings read so far, in docid order."""
-        return self._found
+    def found(self, below_best=-np.inf):
+        """``Scored`` of the postings read so far, in docid order.
+
+        ``below_best``: a score less the best of every word together
+        (``FullTextIndex._found_in_all``); the postings that cannot reach it
+        with every other word's best are left out.
+        """
+        found = self._found
+        if not np.isfinite(below_best):
+            return found
+        # A hair lower than the sum says, so that rounding drops no tie.
+        keep = found.scores >= below_best + self.maximum - 1e-9 * (1.0 + abs(below_best) + self.maximum)
+        return Scored(found.docids[keep], found.scores[keep])
 
     def read_reaching(self, floor):
         """Read whole each chunk whose unread postings may score ``floor`` or more; whether any was."""
@@ -1578,16 +1609,44 @@ class WordImpacts:
             return False
         unread[reaching] = -np.inf
         read, chunks = self._read, self.chunks
-        for at in reaching.tolist():
+        at_chunks = reaching.tolist()
+        for at in at_chunks:
             read[at] = chunks[at].data
-        # Made again from the records, in the same order: that costs less
-        # than taking the high postings of each chunk read out of what was found.
-        self._found = self._scored(b"".join([*filter(None, read), self.tail]))
+        if self._starts is None or len(at_chunks) > len(chunks) // 4:
+            # Most of it read again: made again from every part, as at the start.
+            self._found = in_docid_order(*self._scored_pairs(b"".join([*filter(None, read), self.tail])))
+            self._starts = None
+        else:
+            self._replace_parts(at_chunks)
         return True
 
-    def _scored(self, packed):
+    def _replace_parts(self, at_chunks):
+        """``_found`` with the parts of the chunks ``at_chunks`` (in order) replaced by what is read of them now.
+
+        Only those chunks are scored; the rest of ``_found`` is copied as
+        it is. Should the chunks joined so not be in docid order, it is
+        made again from every part read, as it would be from the start.
+        """
+        found, starts = self._found, self._starts.tolist()
+        new_docids, new_scores = self._scored_pairs(b"".join([self._read[at] for at in at_chunks]))
+        sizes = np.diff(self._starts)
+        docids, scores, taken, copied = [], [], 0, 0
+        for at in at_chunks:
+            size = len(self._read[at]) // _PAIR.size
+            docids += [found.docids[copied:starts[at]], new_docids[taken:taken + size]]
+            scores += [found.scores[copied:starts[at]], new_scores[taken:taken + size]]
+            copied, taken = starts[at + 1], taken + size
+            sizes[at] = size
+        joined = np.concatenate(docids + [found.docids[copied:]])
+        self._found = in_docid_order(joined, np.concatenate(scores + [found.scores[copied:]]))
+        self._starts[1:] = np.cumsum(sizes)
+        if self._found.docids is not joined:
+            self._starts = None
+
+    def _scored_pairs(self, packed):
+        """``(docids, scores)`` of packed postings, in their order."""
         pairs = np.frombuffer(packed, dtype="<i4").reshape(-1, 2)
-        return in_docid_order(pairs[:, 0].astype(np.int64), self._score(pairs[:, 1]))
+        return pairs[:, 0].astype(np.int64), self._score(pairs[:, 1])
 
 
 def evaluate(index, groups, excluded=(), verify=True):

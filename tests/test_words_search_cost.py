@@ -8,7 +8,7 @@ import pytest
 import ZODB
 from ZODB.FileStorage import FileStorage
 
-from kittypyr.fulltext import FullTextIndex, chunk_groups_of, evaluate, split_chunks_of
+from kittypyr.fulltext import FullTextIndex, WordImpacts, chunk_groups_of, evaluate, split_chunks_of
 from kittypyr.lexicon import Lexicon
 from tests.test_filtered_search_cost import EveryNth
 
@@ -157,6 +157,68 @@ def test_three_common_words_find_the_best_page(stored_index):
         expected = exhaustive(index, words=WORDS)
         assert_holds_the_best_page(scored, expected)
         assert not exact and abs(total - len(expected)) <= len(expected) * 0.15, (total, len(expected))
+
+
+@pytest.fixture(scope="module")
+def indexed_again(tmp_path_factory):
+    """A text index of 12,000 texts, long ones of the first quarter indexed again among the next half.
+
+    Indexed again, a document's postings go to its words' newest chunks,
+    among larger docids: those chunks are no longer in docid order. Long
+    texts score low, so the chunks' high postings stay in order and their
+    other postings do not; the newest chunks and the tail, read with
+    every search, stay in order too.
+    """
+    chance = random.Random(23)
+    texts = {docid: text(chance) for docid in range(1, 12_001)}
+    long_ones = [docid for docid in range(1, 3_001) if len(texts[docid].split()) > 300]
+    db = ZODB.DB(FileStorage(str(tmp_path_factory.mktemp("again") / "Data.fs")))
+    with db.transaction() as connection:
+        index = connection.root()["index"] = FullTextIndex(Lexicon())
+        for docid, text_ in texts.items():
+            index.index_doc(docid, text_)
+            if 3_000 < docid <= 9_000 and docid % 25 == 0:
+                again = long_ones.pop()
+                index.index_doc(again, texts[again])
+    yield db
+    db.close()
+
+
+@pytest.mark.parametrize("page", [5, PAGE, 200, 2000])
+def test_documents_indexed_again_later_are_ranked_among_the_others(indexed_again, page):
+    with opened(indexed_again) as connection:
+        index = connection.root()["index"]
+        wids = index.word_ids(list(WORDS[:2]))
+        scored, _, _ = index.best_words_scores(wids, page, exact_up_to=0)
+        assert_holds_the_best_page(scored, exhaustive(index), page)
+
+
+@pytest.mark.parametrize("which", ["in docid order", "indexed again"])
+def test_what_a_word_has_read_is_its_chunks_read_whole_and_the_others_high_postings(stored_index, indexed_again,
+                                                                                    which):
+    db = stored_index if which == "in docid order" else indexed_again
+    with opened(db) as connection:
+        index = connection.root()["index"]
+        wid = index.word_ids([WORDS[1]])[0]
+        postings = index.postings_of(wid)
+        documents, mean_length = index._statistics()
+        word = WordImpacts(index, wid, postings, 1.5, mean_length)
+        chunks, _, highs, _ = postings.chunk_pieces()
+        bounds = word._unread.copy()
+        reading = np.zeros(len(chunks), dtype=bool)
+        # Lower and lower floors, as when more of a phrase's candidates are
+        # looked for: a chunk or two at a time, then the rest at once.
+        floors = np.sort(bounds[np.isfinite(bounds)])[::-1]
+        for floor in [*floors[:len(floors) // 2], floors[-1]]:
+            word.read_reaching(floor)
+            reading |= np.isfinite(bounds) & (bounds >= floor)
+            parts = [chunk.data if read else (high or b"") for chunk, high, read in zip(chunks, highs, reading)]
+            pairs = np.frombuffer(b"".join(parts) + bytes(postings._tail), dtype="<i4").reshape(-1, 2)
+            expected = dict(zip(pairs[:, 0].tolist(), index._bm25(pairs[:, 1].astype(np.int64), 1.5,
+                                                                   mean_length).tolist()))
+            found = word.found()
+            assert np.all(np.diff(found.docids) > 0)
+            assert dict(zip(found.docids.tolist(), found.scores.tolist())) == expected
 
 
 PHRASE_DOCUMENTS = 20_000

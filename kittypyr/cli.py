@@ -32,6 +32,7 @@ from kittypyr.packing import note_packed, pack_storage
 from kittypyr.people import rebuild_people
 from kittypyr.stats import rebuild_activity
 from kittypyr.votes import rebuild_totals
+from kittypyr.wording import counted
 
 
 def _environment(config_uri):
@@ -268,7 +269,7 @@ def command_remove_list(args):
             print(f"kittypyr remove-list: there is no list {list_address} in this archive"
                   f" ({'its lists: ' + shown if known else 'it has no list'})", file=sys.stderr)
             return 2
-        held = f"{len(mailing_list.messages)} messages in {len(mailing_list.threads)} threads"
+        held = f"{counted(len(mailing_list.messages), 'message')} in {counted(len(mailing_list.threads), 'thread')}"
         if not args.yes:
             print(f"{list_address} holds {held}; nothing removed. To remove the list and all its mail from the "
                   f"archive, run again with --yes (`kittypyr backup` keeps a copy first).")
@@ -292,7 +293,7 @@ def command_reindex(args):
     if args.cjk:
         with _environment(args.config) as env:
             count = reindex_cjk_words(env["root"], commit=transaction.manager.commit)
-        print(f"indexed again {count} messages")
+        print(f"indexed again {counted(count, 'message')}")
         return 0
     bar = None
     with _environment(args.config) as env:
@@ -350,7 +351,7 @@ def command_sync(args):
         transaction.manager.commit()
     for address in created:
         print(f"created {address}")
-    print(f"{len(created)} lists created, {len(updated)} updated from Mailman")
+    print(f"{counted(len(created), 'list')} created, {len(updated)} updated from Mailman")
     return 0
 
 

@@ -38,6 +38,7 @@ from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import month_of
 from kittypyr.stats import ListActivity, activity_of, rank_of, rebuild_activity
+from kittypyr.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -240,10 +241,10 @@ class Checker:
         for person_id, expected in dated.items():
             key = (person_id, address)
             self.senders_seen.add(key)
-            counted = people.posts.get(key, 0)
+            posts = people.posts.get(key, 0)
             have = set(dated_posts_in(people, person_id, address))
-            if counted != len(expected) or have != expected:
-                wrong.append(f"{people.addresses.get(person_id, person_id)}: {counted} posts and "
+            if posts != len(expected) or have != expected:
+                wrong.append(f"{people.addresses.get(person_id, person_id)}: {counted(posts, 'post')} and "
                              f"{len(have)} dated instead of {len(expected)}")
         if wrong:
             self.found("people", resource_path(mailing_list), "; ".join(sorted(wrong)[:3])
@@ -260,7 +261,7 @@ class Checker:
             if count and key not in self.senders_seen:
                 person_id, address = key
                 self.found("people", f"/list/{address}", f"{people.addresses.get(person_id, person_id)}: "
-                           f"{count} posts, and no message of theirs there")
+                           f"{counted(count, 'post')}, and no message of theirs there")
                 if self.repair:
                     self.people_to_rebuild = True
 

@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from ZODB.POSException import ConflictError
 
 from kittypyr import storage_unwritable
-from kittypyr.archiving import ARCHIVED, DUPLICATE, SKIPPED, ensure_mailing_list, store_parsed
+from kittypyr.archiving import ARCHIVED, DUPLICATE, ensure_mailing_list, store_parsed
 from kittypyr.fulltext import prepare_zoned
 from kittypyr.mail import IMPORT_TIME_NOTE, UnparseableMessage, parse_message
 from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.msgid import message_id_hash
 from kittypyr.pipermail import folder_observers
 from kittypyr.resources.message import compress_original, pack_text
+from kittypyr.wording import counted
 from kittypyr.zones import message_zones
 
 log = logging.getLogger(__name__)
@@ -685,7 +686,8 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
             return report
         except StorageFailed as exc:
             parsed.close()  # the parser processes end now
-            unstored = (f"the last {exc.unstored} messages read were not stored, nor any after them"
+            unstored = (f"the last {counted(exc.unstored, 'message')} read {'was' if exc.unstored == 1 else 'were'}"
+                        " not stored, nor any after them"
                         if exc.unstored else "nothing after was stored")
             report.errors.append(f"{exc}: the import stopped there; {unstored}. Every message the summary"
                                  " counts as archived is stored: mend the storage (free space on its disk)"

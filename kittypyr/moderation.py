@@ -33,6 +33,7 @@ from kittypyr.resources import Thread
 from kittypyr.resources.admin import AuditEntry
 from kittypyr.resources.deleted import Tombstone
 from kittypyr.resources.thread import ROOTS
+from kittypyr.wording import counted
 
 DELETE_MESSAGES = "delete-messages"
 DELETE_THREAD = "delete-thread"
@@ -46,10 +47,6 @@ _IN_URL = re.compile(r"/list/([^/]+)/(message|thread)/([A-Za-z2-7]{32})(?:/|$)")
 
 class ModerationRefused(ValueError):
     """The operation makes no sense as asked; the message says why, to the administrator."""
-
-
-def plural(count, word):
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 # --- deleting ---------------------------------------------------------------
@@ -87,9 +84,9 @@ def delete_messages(mailing_list, hashes, actor, reason="", registry=None, actio
         else:
             notify(ObjectModified(thread), registry)
     if summary is None:
-        summary = f"Deleted {plural(len(chosen), 'message')}"
+        summary = f"Deleted {counted(len(chosen), 'message')}"
         if gone_threads:
-            summary += f", and with the last of them {plural(len(gone_threads), 'thread')}"
+            summary += f", and with the last of them {counted(len(gone_threads), 'thread')}"
     entry = AuditEntry(action, actor.address, actor.name, (mailing_list.address,), summary, reason,
                        messages=records, threads=tuple(t.__name__ for t in starts), sender=sender,
                        site_wide=site_wide, when=now)
@@ -119,7 +116,7 @@ def delete_thread(thread, actor, reason="", registry=None):
     """Delete every message of ``thread``; its URL answers 410 from then on."""
     key = thread.__name__
     names = [name for name, _ in thread.walk()]
-    summary = f"Deleted the thread {key} ({plural(len(names), 'message')})"
+    summary = f"Deleted the thread {key} ({counted(len(names), 'message')})"
     return delete_messages(thread.mailing_list, names, actor, reason, registry, action=DELETE_THREAD,
                            summary=summary)
 
@@ -148,7 +145,7 @@ def delete_sender(archive, sender, actor, reason="", mailing_list=None, registry
         raise ModerationRefused(f"There is no message from {sender} to delete.")
     entries = []
     for target, names in by_list.items():
-        summary = f"Deleted all {plural(len(names), 'message')} from {sender}"
+        summary = f"Deleted all {counted(len(names), 'message')} from {sender}"
         if mailing_list is None:
             summary += " (a deletion in every list)"
         entries.append(delete_messages(target, names, actor, reason, registry, action=DELETE_SENDER,
@@ -190,7 +187,7 @@ def reattach_thread(thread, target, actor, reason="", registry=None):
         root = messages.data[name]
         stop_waiting(mailing_list, root)
         moved += move_subtree(mailing_list, root, target.__name__, target_thread, registry)
-    summary = (f"Moved the thread {key} ({plural(len(moved), 'message')}) below message "
+    summary = (f"Moved the thread {key} ({counted(len(moved), 'message')}) below message "
                f"{target.__name__} of the thread {target_thread.__name__}")
     return _log(mailing_list, REATTACH_THREAD, actor, summary, reason, moved, (key, target_thread.__name__))
 
@@ -238,7 +235,7 @@ def split_thread(message, actor, reason="", registry=None):
     notify_added(new_thread, registry)
     note_restart(thread, old_start, registry)
     notify(ObjectModified(thread), registry)
-    summary = f"Split {plural(len(moved), 'message')} off the thread {old_key} into the new thread {name}"
+    summary = f"Split {counted(len(moved), 'message')} off the thread {old_key} into the new thread {name}"
     return _log(mailing_list, SPLIT_THREAD, actor, summary, reason, moved, (old_key, name))
 
 

@@ -811,12 +811,12 @@ def _search(archive, query, visible_lists, mlist, sort, start, size, limits, gro
         if scored.check is not None and len(scored) <= limits.max_exact_count:
             scored = verified(scored)
     if group == "thread":
-        widen = None
-        if best_only is not None:
-            def widen(looked):
-                return _matching(archive, asked, looked, limits.max_exact_count)
+        def widen(looked):
+            return _matching(archive, asked, looked, limits.max_exact_count)
+
         docids, counts, total, results.threads, results.threads_estimated, scored, estimated = \
-            page_of_threads(archive, (scored, best_only), sort, start, size, widen, asked.scope)
+            page_of_threads(archive, (scored, best_only), sort, start, size,
+                            widen if best_only is not None else None, asked.scope)
     elif best_only is not None:
         total, estimated = best_only
         start = last_page_start(start, size, total)

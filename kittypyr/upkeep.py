@@ -9,6 +9,8 @@ from pathlib import Path
 import transaction
 from zc.lockfile import LockError
 
+from kittypyr.wording import counted
+
 STORAGE_IN_USE = ("the storage is in use by another process: stop the web server first "
                   "(or serve from ZEO)")
 # How much of a held mail's reason one line of the listing shows.
@@ -42,8 +44,8 @@ def command_check(args):
             transaction.manager.commit()
         else:
             transaction.manager.abort()
-    checked = (f"{counts['lists']} lists, {counts['messages']} messages, "
-               f"{counts['threads']} threads checked")
+    checked = (f"{counted(counts['lists'], 'list')}, {counted(counts['messages'], 'message')}, "
+               f"{counted(counts['threads'], 'thread')} checked")
     if not findings:
         print(f"{checked}: everything agrees")
         return 0

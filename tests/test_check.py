@@ -190,7 +190,7 @@ DAMAGE = {
     "a thread taken out of the orders": (wrong_thread_orders, "1 thread(s) filed under a rank not their own"),
     "a thread's stale rank": (stale_thread_rank, f"1 thread(s) filed under a rank not their own, e.g. '{h(0)}'"),
     "a sender's post count": (wrong_post_count, "person1@example.org: 3 posts and 1 dated instead of 1"),
-    "a sender's dated posts": (lost_dated_post, "person2@example.org: 1 posts and 0 dated instead of 1"),
+    "a sender's dated posts": (lost_dated_post, "person2@example.org: 1 post and 0 dated instead of 1"),
     "posts in a list the sender never wrote to": (posts_of_nobody, "person1@example.org: 4 posts, and no message"),
     "a deleted message still present": (live_tombstones, f"{h(4)}: deleted, yet still in the archive"),
     "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
@@ -211,7 +211,7 @@ def test_a_healthy_archive_passes(site):
     folder, config = site
     result = kittypyr("check", config)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 lists, 5 messages, 2 threads checked: everything agrees" in result.stdout
+    assert "1 list, 5 messages, 2 threads checked: everything agrees" in result.stdout
 
 
 @pytest.mark.parametrize("kind", sorted(DAMAGE))

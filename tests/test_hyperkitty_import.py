@@ -163,7 +163,7 @@ def test_every_hyperkitty_thread_id_answers(hyperkitty_database, migrated):
 
 def test_votes_tags_and_favourites_are_kept_by_address(hyperkitty_database, migrated):
     config, output = migrated
-    assert "3 votes, 1 tags, 1 favourites, 1 last views kept" in output
+    assert "3 votes, 1 tag, 1 favourite, 1 last view kept" in output
     env = bootstrap(str(config))
     try:
         root = env["root"]
@@ -228,7 +228,7 @@ def test_a_hyperkitty_database_on_postgresql_is_read_the_same(hyperkitty_databas
     url = f"postgresql://{postgresql.user}@127.0.0.1:{postgresql.port}/{name}"
     output = kittypyr("import-hyperkitty", config, url, check=True).stdout
     assert "6 messages imported" in output
-    assert "3 votes, 1 tags, 1 favourites, 1 last views kept" in output
+    assert "3 votes, 1 tag, 1 favourite, 1 last view kept" in output
     env = bootstrap(str(config))
     try:
         browser = TestApp(env["app"])

@@ -1,5 +1,6 @@
 """Reading the archive through WebTest, asserting what a reader sees."""
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -224,3 +225,16 @@ def test_overview_and_month_pages_revalidate(browser):
     for url in (f"/list/{LIST}/", f"/list/{LIST}/2019/3/", "/"):
         first = browser.get(url)
         browser.get(url, headers={"If-None-Match": first.headers["ETag"]}, status=304)
+
+
+def test_a_count_of_one_is_said_in_the_singular(browser):
+    # "HTML only" is a thread of one message by one person, the newest.
+    pages = ["/", f"/list/{LIST}/", f"/list/{LIST}/threads", f"/list/{LIST}/thread/{h(4)}/",
+             f"/list/{LIST}/message/{h(4)}/", f"/list/{LIST}/message/{h(5)}/"]
+    for url in pages:
+        text = browser.get(url).text
+        assert not re.search(r"(?<![\d.,])1 (messages|participants|threads|posts|votes|replies)\b", text), url
+    thread = browser.get(f"/list/{LIST}/thread/{h(4)}/").html
+    assert "1 message, 1 participant" in thread.select_one("p.meta").text
+    overview = browser.get(f"/list/{LIST}/").html
+    assert any(meta.text.strip() == "1 message" for meta in overview.select("span.meta"))

@@ -17,6 +17,7 @@ from kittypyr.mail import UnparseableMessage, parse_message
 from kittypyr.readers import reader_for, set_favourite
 from kittypyr.tags import add_tag, normalize_tag
 from kittypyr.votes import OwnMessage, cast_vote
+from kittypyr.wording import counted
 
 
 # HyperKitty's ArchivePolicy: never 0, private 1, public 2.
@@ -36,10 +37,10 @@ class MigrationReport:
 
     def summary(self):
         lines = [
-            f"{self.lists} lists, {self.messages} messages imported"
+            f"{counted(self.lists, 'list')}, {counted(self.messages, 'message')} imported"
             + (f" ({self.already} were already archived)" if self.already else ""),
-            f"{self.votes} votes, {self.tags} tags, {self.favourites} favourites, "
-            f"{self.last_views} last views kept",
+            f"{counted(self.votes, 'vote')}, {counted(self.tags, 'tag')}, {counted(self.favourites, 'favourite')}, "
+            f"{counted(self.last_views, 'last view')} kept",
         ]
         lines += [f"skipped {what}: {why}" for what, why in self.skipped]
         return lines

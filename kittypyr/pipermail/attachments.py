@@ -33,6 +33,7 @@ from kittypyr.pipermail.mapping import pipermail_archive
 from kittypyr.pipermail.pages import scrubbed_links
 from kittypyr.stats import activity_of
 from kittypyr.resources.message import Attachment
+from kittypyr.wording import counted
 
 __all__ = ["FIRST_INDEX", "ScrubbedFiles"]
 
@@ -245,9 +246,10 @@ class ScrubbedFiles:
         if not self.files and not self.outcomes:
             return []  # a folder without attachments/, whose pages link none
         kept = self.outcomes[KEPT] + self.outcomes[ALREADY_KEPT]
-        lines = [f"pipermail attachments {self.root}: {self.files} files, {kept} kept with the message "
+        lines = [f"pipermail attachments {self.root}: {counted(self.files, 'file')}, {kept} kept with the message "
                  f"that links them, {self.outcomes[BESIDE]} with the message of their folder, "
-                 f"{self.outcomes[COPY]} second copies of a kept file, {len(self.unlinked)} linked by no message"]
+                 f"{counted(self.outcomes[COPY], 'second copy', 'second copies')} of a kept file, "
+                 f"{len(self.unlinked)} linked by no message"]
         for why in (MISSING, NOT_ARCHIVED):
             if self.outcomes[why]:
                 lines.append(f"attachments {why}: {self.outcomes[why]}")

@@ -17,6 +17,7 @@ from kittypyr.resources import Message, Thread
 from kittypyr.resources.admin import AuditEntry, ListAdmin, SiteAdmin
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
 from kittypyr.views.presentation import Page, display_name, format_date, page_number, subject_line
+from kittypyr.wording import counted
 
 CONFIRM = "kittypyr.templates:moderate.pt"
 LOG_PAGE_SIZE = 50
@@ -105,7 +106,7 @@ class MessageModeration:
             self.request, "Make a new thread of this message and its replies?",
             self.request.resource_url(message, "split"), "Split the thread",
             [item(m, depth) for m, depth in moving],
-            [(f"These {moderation.plural(len(moving), 'message')} leave “{subject_line(thread.subject)}” "
+            [(f"These {counted(len(moving), 'message')} leave “{subject_line(thread.subject)}” "
              "and become a thread of their own. Every message keeps its address.")],
             error=refusal, back=self.request.resource_url(message), status=409 if refusal else 200)
 
@@ -155,7 +156,7 @@ class ThreadModeration:
         return confirmation(
             self.request, "Delete this whole thread?", self.request.resource_url(thread, "delete"),
             "Delete the thread", self._all(),
-            [(f"All {moderation.plural(len(thread), 'message')} of “{subject_line(thread.subject)}” leave "
+            [(f"All {counted(len(thread), 'message')} of “{subject_line(thread.subject)}” leave "
              "the archive, the search and the statistics. The thread's address and theirs will answer "
              "“410 Gone”.")],
             back=self.request.resource_url(thread))
@@ -177,7 +178,7 @@ class ThreadModeration:
         thread = self.context
         chosen = self._selected(self.request.GET)
         error = None if chosen else "No message of this thread was selected. Tick the messages to delete first."
-        notes = [(f"{moderation.plural(len(chosen), 'message')} of “{subject_line(thread.subject)}” leave "
+        notes = [(f"{counted(len(chosen), 'message')} of “{subject_line(thread.subject)}” leave "
                  "the archive, the search and the statistics; their addresses will answer “410 Gone”. "
                  "Their replies stay in the thread, below the message they answered, and the thread "
                  "keeps its address.")]
@@ -195,7 +196,7 @@ class ThreadModeration:
                             self.request.resource_url(thread))
         mailing_list, key = thread.mailing_list, thread.__name__
         moderation.delete_messages(mailing_list, chosen, self.request.user, reason_of(self.request))
-        return done(self.request, f"{moderation.plural(len(chosen), 'message')} deleted.",
+        return done(self.request, f"{counted(len(chosen), 'message')} deleted.",
                     thread_or_list(self.request, mailing_list, key))
 
     @view_config(name="reattach", request_method="GET")
@@ -214,7 +215,7 @@ class ThreadModeration:
         values = confirmation(
             self.request, "Attach this thread below another message?",
             self.request.resource_url(thread, "reattach"), "Attach the thread", self._all(),
-            [(f"These {moderation.plural(len(thread), 'message')} move below “{subject_line(target.subject)}” "
+            [(f"These {counted(len(thread), 'message')} move below “{subject_line(target.subject)}” "
              f"by {display_name(target.sender_name, target.sender_address)} ({format_date(target.date)}) in "
              f"the thread “{subject_line(target_thread.subject)}”. Every message keeps its address; the "
              "address of this thread will lead there.")],
@@ -248,11 +249,11 @@ def _sender_confirmation(request, archive, mailing_list, action_url, back):
         return confirmation(request, f"Delete every message from {sender}", None, None,
                             error=f"There is no message from {sender} in {where}.", back=back)
     lists = {m.mailing_list.address for m in found}
-    notes = [(f"All {moderation.plural(len(found), 'message')} from {sender} in {where} "
-             f"({moderation.plural(len(lists), 'list')}) leave the archive, the search and the statistics; "
+    notes = [(f"All {counted(len(found), 'message')} from {sender} in {where} "
+             f"({counted(len(lists), 'list')}) leave the archive, the search and the statistics; "
              "their addresses will answer “410 Gone”. Replies to them stay in their threads.")]
     return confirmation(request, f"Delete every message from {sender}?", action_url,
-                        f"Delete {moderation.plural(len(found), 'message')}",
+                        f"Delete {counted(len(found), 'message')}",
                         [item(m, with_list=mailing_list is None) for m in found], notes,
                         [("address", sender)], back=back)
 
@@ -264,7 +265,7 @@ def _delete_sender(request, archive, mailing_list, location):
     except moderation.ModerationRefused as refused:
         return _refused(request, str(refused), location)
     deleted = sum(len(entry.messages) for entry in entries)
-    return done(request, f"Deleted {moderation.plural(deleted, 'message')} from {sender}.", location)
+    return done(request, f"Deleted {counted(deleted, 'message')} from {sender}.", location)
 
 
 def log_values(request, audit_log, list_address=None):

@@ -13,6 +13,7 @@ from markupsafe import Markup
 from pyramid.events import BeforeRender, subscriber
 
 from kittypyr.rendering import obfuscate_address
+from kittypyr.wording import counted
 
 
 def format_date(moment):
@@ -60,11 +61,6 @@ def subject_line(subject):
 def file_label(filename):
     """An attachment's file name as pages show it (and name it in their links): addresses obfuscated."""
     return obfuscate_address(filename or "")
-
-
-def counted(count, word, plural=None):
-    """'1 message', '3 messages': a count with its noun in the right number."""
-    return f"{count} {word}" if count == 1 else f"{count} {plural or word + 's'}"
 
 
 @subscriber(BeforeRender)
@@ -118,9 +114,9 @@ def _chart(counts, width, height, css_class):
     total = sum(counts)
     return Markup(
         '<svg class="{cls}" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
-        'aria-label="{total} messages in {days} days"><polyline fill="none" stroke="currentColor" '
+        'aria-label="{total} in {days} days"><polyline fill="none" stroke="currentColor" '
         'stroke-width="1.5" points="{points}"></polyline></svg>'
-    ).format(cls=css_class, w=width, h=height, total=total, days=len(counts), points=points)
+    ).format(cls=css_class, w=width, h=height, total=counted(total, "message"), days=len(counts), points=points)
 
 
 def human_size(size):

@@ -176,7 +176,7 @@ def store_parsed(mailing_list, parsed, registry=None):
     if message_id is None:
         return StoreResult(DUPLICATE, existing)
 
-    message = Message(parsed, message_id, jar=mailing_list._p_jar)
+    message = Message(parsed, message_id, jar=mailing_list._p_jar, subject_prefix=mailing_list.subject_prefix)
     name = hash_of(message_id)
     # Placed before it is added, so the catalog sees its thread at once.
     parent = _choose_parent(mailing_list, message, name, hash_of)
@@ -216,7 +216,7 @@ def _replace_rebuilt(mailing_list, message, parsed, registry):
                              __name__=message.__name__)
     thread = mailing_list.threads.data.get(message.thread)
     old_start = thread.date_started if thread is not None else None
-    message.replace_content(parsed, mailing_list._p_jar)
+    message.replace_content(parsed, mailing_list._p_jar, mailing_list.subject_prefix)
     if len(message.attachments) != len(before.attachments):
         mailing_list.attachment_count.change(len(message.attachments) - len(before.attachments))
     notify(ObjectModified(message), registry)

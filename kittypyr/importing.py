@@ -38,6 +38,7 @@ from kittypyr.mailboxes import MailSourceError, expand_sources, read_mail
 from kittypyr.msgid import message_id_hash
 from kittypyr.pipermail import folder_observers
 from kittypyr.resources.message import compress_original, pack_text
+from kittypyr.subjects import without_list_prefix
 from kittypyr.wording import counted
 from kittypyr.zones import message_zones
 
@@ -215,8 +216,8 @@ class Parsed:
     name: str = ""  # RawMail.name
 
 
-def parse_raw(raw_mail):
-    """Parse one ``RawMail``; never raises."""
+def parse_raw(raw_mail, subject_prefix=""):
+    """Parse one ``RawMail`` of a list whose subject prefix is ``subject_prefix``; never raises."""
     def parsed(**outcome):
         return Parsed(raw_mail.source, raw_mail.position, name=raw_mail.name, **outcome)
 
@@ -224,7 +225,7 @@ def parse_raw(raw_mail):
         return parsed(failure=raw_mail.failure)
     try:
         mail = parse_message(raw_mail.raw, envelope_date=raw_mail.envelope_date)
-        _prepare_for_storing(mail)
+        _prepare_for_storing(mail, subject_prefix)
         return parsed(mail=mail, envelope_date=raw_mail.envelope_date)
     except UnparseableMessage as exc:
         return parsed(failure=f"not parseable: {exc}")
@@ -233,14 +234,15 @@ def parse_raw(raw_mail):
         return parsed(failure=f"parser error: {exc!r}")
 
 
-def _prepare_for_storing(mail):
+def _prepare_for_storing(mail, subject_prefix=""):
     """Do here, in a parser process, the pure work the storing process would do.
 
     The storing process is the import's bottleneck: it gets the original
     already compressed (and not the original itself, which it never needs
     then), the Message-ID hashes it looks messages up by, and the words of
     the message's searchable text, ready for the full-text index, and
-    its body text packed.
+    its body text packed. ``subject_prefix``: the list's, which its
+    subject is stored and indexed without.
     """
     mail.raw_gzip = compress_original(mail)
     mail.body_packed = pack_text(mail.body_text)
@@ -253,8 +255,8 @@ def _prepare_for_storing(mail):
         for message_id in (mail.message_id, mail.in_reply_to, *mail.references[-1:])
         if message_id
     }
-    mail.prepared_text = prepare_zoned(message_zones(mail.subject, mail.sender_name, mail.body_text,
-                                                     mail.attachments))
+    mail.prepared_text = prepare_zoned(message_zones(without_list_prefix(mail.subject, subject_prefix),
+                                                     mail.sender_name, mail.body_text, mail.attachments))
 
 
 def read_sources(paths, report):
@@ -289,8 +291,8 @@ def _chunks(iterable, size):
         yield chunk
 
 
-def parse_all(paths, report, workers):
-    """Yield a ``Parsed`` for every message of ``paths``, in order.
+def parse_all(paths, report, workers, subject_prefix=""):
+    """Yield a ``Parsed`` for every message of ``paths``, in order (see ``parse_raw``).
 
     With ``workers`` > 0, parser processes read and parse, so that this
     process, which stores, only unpickles what they send. Each reads every
@@ -301,13 +303,14 @@ def parse_all(paths, report, workers):
     """
     if workers <= 0:
         for raw_mail in read_sources(paths, report):
-            yield parse_raw(raw_mail)
+            yield parse_raw(raw_mail, subject_prefix)
         return
     context = multiprocessing.get_context("spawn")
     depth = max(2, LEAD // CHUNK // workers)
     pipes = [context.Pipe(duplex=False) for _ in range(workers)]
     processes = [
-        context.Process(target=_parser_process, args=(paths, number, workers, depth, pipes[number][1]),
+        context.Process(target=_parser_process,
+                        args=(paths, number, workers, depth, pipes[number][1], subject_prefix),
                         name=f"kittypyr-parser-{number}", daemon=True)
         for number in range(workers)
     ]
@@ -416,7 +419,7 @@ def _widen(connection):
         pass
 
 
-def _parser_process(paths, number, count, depth, channel):
+def _parser_process(paths, number, count, depth, channel, subject_prefix=""):
     """Body of a parser process: parse chunk ``number``, ``number + count``... and send them.
 
     Up to ``depth`` pickled chunks wait here for the pipe; a thread sends
@@ -455,7 +458,7 @@ def _parser_process(paths, number, count, depth, channel):
     report = ImportReport()
     for index, chunk in enumerate(_chunks(read_sources(paths, report), CHUNK)):
         if index % count == number:
-            send((_CHUNK, [parse_raw(raw_mail) for raw_mail in chunk]))
+            send((_CHUNK, [parse_raw(raw_mail, subject_prefix) for raw_mail in chunk]))
     # Reading is the same in every parser process; one reports it.
     files = [(f.path, f.read, f.error, f.doubtful) for f in report.files] if number == 0 else None
     send((_DONE, files))
@@ -677,7 +680,8 @@ def import_mail(archive, list_address, paths, transaction_manager, batch_size=DE
         importer = Importer(archive, list_address, transaction_manager, report,
                             batch_size=batch_size, progress=bar, observers=observers,
                             cache_size_bytes=cache_size_bytes)
-        parsed = parse_all(paths, report, workers)
+        known = archive.lists.get(list_address)
+        parsed = parse_all(paths, report, workers, known.subject_prefix if known is not None else "")
         try:
             importer.run(parsed)
         except ParserDied as exc:

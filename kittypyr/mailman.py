@@ -192,6 +192,7 @@ def _list_details(mailing_list):
         "display_name": mailing_list.display_name or "",
         "description": settings.get("description", "") or "",
         "archive_policy": settings.get("archive_policy", "public") or "public",
+        "subject_prefix": settings.get("subject_prefix", "") or "",
         "owners": tuple(sorted(member.email.lower() for member in mailing_list.owners)),
         "moderators": tuple(sorted(member.email.lower() for member in mailing_list.moderators)),
     }
@@ -222,7 +223,7 @@ def ask_list_details(registry, list_address):
 
 
 def fetch_list_details(registry, list_address):
-    """``{display_name, description, archive_policy, owners, moderators}`` from Mailman, or None.
+    """``{display_name, description, archive_policy, subject_prefix, owners, moderators}`` from Mailman, or None.
 
     Mailman being unreachable must never cost a message or a page: the
     failure is logged and the list keeps what it has.
@@ -241,6 +242,7 @@ def apply_list_details(mailing_list, details):
         "archive_policy": details["archive_policy"],
         "owners": tuple(details.get("owners", ())),
         "moderators": tuple(details.get("moderators", ())),
+        "subject_prefix": details.get("subject_prefix", mailing_list.subject_prefix),
         "policy_known": True,
         "policy_reason": "Mailman's archive policy",
     }

@@ -79,7 +79,7 @@ def migrate(archive, connection, registry=None, commit=None, batch_size=500):
     commit = commit or (lambda: None)
     report = MigrationReport()
     lists = {}
-    for row in rows(connection, "SELECT id, name, display_name, description, archive_policy "
+    for row in rows(connection, "SELECT id, name, display_name, description, archive_policy, subject_prefix "
                                 "FROM hyperkitty_mailinglist"):
         address = row["name"].lower()
         new = address not in archive.lists
@@ -89,6 +89,8 @@ def migrate(archive, connection, registry=None, commit=None, batch_size=500):
             # Only a list HyperKitty showed to everyone is public here; a list
             # archived "never" had no public archive either.
             mailing_list.archive_policy = "public" if row["archive_policy"] == _PUBLIC else "private"
+            # HyperKitty kept Mailman's, and left it out of the subjects as kittypyr does.
+            mailing_list.subject_prefix = row["subject_prefix"] or ""
         report.lists += 1
     commit()
 

@@ -144,6 +144,9 @@ class MailingList(Persistent):
     owners = ()
     moderators = ()
     synced_at = None
+    # What Mailman puts before every subject ("[Dev] "), as it last said:
+    # left out of the subjects of the messages archived (kittypyr.subjects).
+    subject_prefix = ""
 
     @property
     def is_public(self):

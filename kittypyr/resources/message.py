@@ -9,6 +9,7 @@ from persistent import Persistent
 from ZODB.blob import Blob
 
 from kittypyr.mail import dated_by_header_in
+from kittypyr.subjects import without_list_prefix
 
 
 def _blob_with(data, jar=None):
@@ -131,15 +132,19 @@ class Message(Persistent):
     # Attachments beyond kittypyr.mail.MAX_ATTACHMENTS: in the original only.
     attachments_left_out = 0
 
-    def __init__(self, parsed, message_id, jar=None):
-        """``jar``: the connection the message will be stored with, if known."""
+    def __init__(self, parsed, message_id, jar=None, subject_prefix=""):
+        """``jar``: the connection the message will be stored with, if known.
+
+        ``subject_prefix``: its list's, left out of its subject (the
+        original keeps it).
+        """
         self.rebuilt = bool(getattr(parsed, "rebuilt", False))
         self.message_id = message_id
         self.message_id_derived = parsed.message_id_derived or message_id != parsed.message_id
         self.original_message_id = parsed.message_id
         self.fingerprint = parsed.fingerprint
         self._dated_by_header = bool(getattr(parsed, "dated_by_header", False))
-        self.subject = parsed.subject
+        self.subject = without_list_prefix(parsed.subject, subject_prefix)
         self.sender_name = parsed.sender_name
         self.sender_address = parsed.sender_address
         self.date = parsed.date.astimezone(timezone.utc)
@@ -188,9 +193,9 @@ class Message(Persistent):
             return dated_by_header_in(self.defects)
         return self._dated_by_header
 
-    def replace_content(self, parsed, jar=None):
+    def replace_content(self, parsed, jar=None, subject_prefix=""):
         """Take the content of ``parsed`` (the original of this rebuilt message) in place."""
-        fresh = Message(parsed, self.message_id, jar or self._p_jar)
+        fresh = Message(parsed, self.message_id, jar or self._p_jar, subject_prefix)
         self._p_activate()
         vars(self).pop("body_text", None)  # an older release's unpacked text
         for name, value in vars(fresh).items():

@@ -1,0 +1,28 @@
+"""A list's subject prefix ("[Dev] "), which Mailman puts before every subject, left out of the archive's."""
+
+import re
+
+# What may come before the prefix: "Re:" and "Fwd:" as mail programs
+# write them in a few languages, when a reply's prefix was not moved first.
+_MARKERS = r"(?:re|aw|sv|antw|vs|fwd?|wg|tr)(?:\[\d+\]|\^\d+)?\s*:"
+
+
+def without_list_prefix(subject, prefix):
+    """``subject`` without the list's ``prefix`` at its start, nor after the replies' "Re:" there.
+
+    Mailman's prefix may number the posts ("[Dev %d] "): any number then
+    stands for it. Case and the spaces around it do not matter. A subject
+    that was only the prefix becomes empty; one without it is kept as it is.
+    """
+    prefix = (prefix or "").strip()
+    if not subject or not prefix:
+        return subject
+    wanted = r"\s*".join(re.escape(part) for part in prefix.split()).replace("%d", r"\d+")
+    # "Dev" is not the start of "Development".
+    ending = r"(?!\w)" if prefix[-1].isalnum() else ""
+    found = re.match(rf"\s*((?:{_MARKERS}\s*)*)(?:{wanted}){ending}\s*", subject, re.IGNORECASE)
+    if found is None:
+        return subject
+    markers = " ".join(found.group(1).split())
+    rest = subject[found.end():]
+    return f"{markers} {rest}" if markers and rest else (rest or markers)

@@ -25,6 +25,7 @@ from ZODB.broken import Broken
 from kittypyr.events import IObjectAdded, IObjectModified, IObjectWillBeRemoved
 from kittypyr.fulltext import FullTextIndex, days_by_catalog, scope_postings_of, zoned_text_of
 from kittypyr.lexicon import Lexicon, OkapiIndex
+from kittypyr.merging import Entries
 from kittypyr.resources import Archive, Message, Thread
 from kittypyr.resources.thread import month_of
 from kittypyr.zones import file_keys
@@ -147,6 +148,11 @@ class SparseFieldIndex(CatalogFieldIndex):
     """
 
     SHARED_INLINE = 8
+
+    def clear(self):
+        super().clear()
+        # A value's entry changes type (a tuple, then a set): see Entries.
+        self._fwd_index = Entries()
 
     def index_doc(self, docid, obj):
         # CatalogIndex.index_doc, then FieldIndex.index_doc, for this layout.

@@ -13,6 +13,10 @@ mean, and so how to merge them:
   that writers append to; two appends to one value keep both.
 - ``AgeingCounts``: ``KeyedCounts`` of recent events (wrong passwords),
   forgotten a generation at a time once they are old.
+- ``Entries``: any values, each key changed by one writer only, as BTrees
+  merge them; but a value whose type changes (a tuple of docids that
+  becomes a set of its own) is compared by record, where BTrees' own
+  merge compares it with ``<`` and fails.
 
 Whatever else both changed (the same key set to two different values, a
 bucket split, a removal beside an append) is still a ConflictError, and
@@ -158,6 +162,32 @@ class AppendedBytes(IOBTree):
 
     def _p_resolveConflict(self, old, committed, new):
         return merge_tree_states(old, committed, new, append_bytes)
+
+
+def changed_by_both(base, theirs, ours):
+    """One key changed by both writers: nothing says how to merge it."""
+    raise ConflictError("one entry changed by concurrent writers")
+
+
+class EntriesBucket(OOBucket):
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_bucket_states(old, committed, new, changed_by_both)
+
+
+class Entries(OOBTree):
+    """Any key -> any value, merging writers of different keys whatever their values' types.
+
+    The catalog's sparse field indexes keep a docid tuple in the bucket
+    while few documents share a value, and a set of their own past that:
+    BTrees' merge compares an entry before and after with ``<``, which a
+    tuple and a reference to a record refuse (an error logged with its
+    traceback, and the request run again).
+    """
+
+    _bucket_type = EntriesBucket
+
+    def _p_resolveConflict(self, old, committed, new):
+        return merge_tree_states(old, committed, new, changed_by_both)
 
 
 class AgeingCounts(Persistent):

@@ -6,6 +6,7 @@ date's docids, in records of their own: one or more records written for
 every message, a fifth of a large archive's records.
 """
 
+import pytest
 import transaction
 from BTrees.IOBTree import IOBTree
 from BTrees.Length import Length
@@ -204,3 +205,76 @@ def test_two_writers_of_one_bucket_of_dates_are_merged_when_one_date_gains_a_sec
         apart.close()
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("values", [20, 500])  # the tree's one bucket in its own record, or buckets of their own
+def test_two_writers_of_one_bucket_are_merged_when_a_value_outgrows_its_inline_docids(tmp_path, caplog, values):
+    # A thread's ninth message turns its entry from a tuple into a set of
+    # its own while another process files a message under another thread of
+    # the same bucket. BTrees' own merge compared the entry's tuple with the
+    # reference to the set, which refuses to be compared: an error logged
+    # with its traceback, and a retry.
+    import logging
+
+    import ZODB
+    from ZODB.FileStorage import FileStorage
+
+    from kittypyr.catalog import SparseFieldIndex
+
+    db = ZODB.DB(FileStorage(str(tmp_path / "Data.fs")))
+    try:
+        with db.transaction() as connection:
+            index = connection.root()["thread"] = SparseFieldIndex("when")
+            for docid in range(1, 9):
+                index.index_doc(docid, Dated(7))  # a thread of eight
+            for docid in range(9, values + 1):
+                index.index_doc(docid, Dated(docid))
+        managers = [transaction.TransactionManager(), transaction.TransactionManager()]
+        growing, apart = [db.open(transaction_manager=manager) for manager in managers]
+        growing.root()["thread"].index_doc(100, Dated(7))
+        apart.root()["thread"].index_doc(101, Dated(12))
+        with caplog.at_level(logging.ERROR):
+            managers[0].commit()
+            managers[1].commit()
+        assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+        with db.transaction() as connection:
+            index = connection.root()["thread"]
+            assert sorted(index.documents_with(7)) == [1, 2, 3, 4, 5, 6, 7, 8, 100]
+            assert sorted(index.documents_with(12)) == [12, 101]
+        growing.close()
+        apart.close()
+    finally:
+        db.close()
+
+
+def test_an_archive_whose_sparse_indexes_hold_plain_trees_is_upgraded(tmp_path):
+    from kittypyr.bootstrap import merge_sparse_entries
+    from kittypyr.catalog import SparseFieldIndex
+    from kittypyr.merging import Entries
+
+    app = make_app(tmp_path)
+    try:
+        _archive_one(app, mail(2, PATCH, subject="[PATCH] smp"))
+        _archive_one(app, mail(6, SIMILAR_PATCH, subject="smpboot"))
+        _archive_one(app, mail(8, "Which one?\n", subject="Re: smpboot", reply_to=6))
+        with prepare(registry=app.registry) as env:
+            root = env["root"]._p_jar.root()
+            sparse = {name: index for name, index in root[ROOT_KEY].catalog.items()
+                      if isinstance(index, SparseFieldIndex)}
+            assert sorted(sparse) == ["date", "last_active", "thread"]
+            held = {}
+            for name, index in sparse.items():
+                held[name] = list(index._fwd_index.items())
+                index._fwd_index = OOBTree(index._fwd_index)  # as kittypyr made them before
+            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(merge_sparse_entries)
+            transaction.commit()
+            archive = bootstrap_archive(root, app.registry)
+            transaction.commit()
+            assert archive.schema_version == len(EVOLVE_STEPS)
+            for name, index in sparse.items():
+                assert type(archive.catalog[name]._fwd_index) is Entries
+                assert list(archive.catalog[name]._fwd_index.items()) == held[name]
+            assert [m.message_id for m in newest_messages(archive.lists[DEV], 3)] == [
+                "r8@example.org", "r6@example.org", "r2@example.org"]
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -10,14 +10,14 @@ _MARKERS = r"(?:re|aw|sv|antw|vs|fwd?|wg|tr)(?:\[\d+\]|\^\d+)?\s*:"
 def without_list_prefix(subject, prefix):
     """``subject`` without the list's ``prefix`` at its start, nor after the replies' "Re:" there.
 
-    Mailman's prefix may number the posts ("[Dev %d] "): any number then
-    stands for it. Case and the spaces around it do not matter. A subject
+    Mailman's prefix may number the posts ("[Dev %d] ", "[Dev %05d] "): any
+    number then stands for it. Case and the spaces around it do not matter. A subject
     that was only the prefix becomes empty; one without it is kept as it is.
     """
     prefix = (prefix or "").strip()
     if not subject or not prefix:
         return subject
-    wanted = r"\s*".join(re.escape(part) for part in prefix.split()).replace("%d", r"\d+")
+    wanted = re.sub(r"%\d*d", r"\\s*\\d+\\s*", r"\s*".join(re.escape(part) for part in prefix.split()))
     # "Dev" is not the start of "Development".
     ending = r"(?!\w)" if prefix[-1].isalnum() else ""
     found = re.match(rf"\s*((?:{_MARKERS}\s*)*)(?:{wanted}){ending}\s*", subject, re.IGNORECASE)

@@ -27,6 +27,8 @@ LIST = "dev@lists.example.org"
     ("AW: Re:  [Dev]  Release plans", "[Dev]", "AW: Re: Release plans"),
     # Mailman numbers the posts with "%d".
     ("[Dev 1234] Release plans", "[Dev %d] ", "Release plans"),
+    ("[Dev 00042] Release plans", "[Dev %05d] ", "Release plans"),
+    ("[Dev] Release plans", "[Dev %d] ", "[Dev] Release plans"),
     ("[Dev] ", "[Dev] ", ""),
     # Not the list's prefix: kept as it is.
     ("[Dev-users] Release plans", "[Dev] ", "[Dev-users] Release plans"),

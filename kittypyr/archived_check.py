@@ -36,7 +36,14 @@ def committed(stored):
     """Whether ``stored`` was committed: it has an object id and a serial, and no change waits."""
     if stored._p_jar is None or stored._p_oid is None:
         return False
-    if stored._p_changed is None:  # a ghost: a duplicate's message, stored long ago
+    if stored._p_changed is None and stored._p_serial == z64:
+        # A ghost never loaded: a duplicate's message, stored long ago and
+        # named by what the request read. A ghost with a serial was loaded
+        # or written by this connection, and its cache dropped it since: the
+        # message just committed, evicted as the transaction ended. Loading
+        # that one would read the view the transaction began with (the
+        # connection does not poll as it ends, see kittypyr.retries), where
+        # it is not yet.
         stored._p_activate()
     return not stored._p_changed and stored._p_serial != z64
 

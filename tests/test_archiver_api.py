@@ -164,6 +164,24 @@ def test_a_message_the_storage_does_not_hold_after_the_commit_is_answered_503(tm
     app.registry._zodb_databases[""].close()
 
 
+def test_a_message_evicted_from_the_cache_as_it_commits_is_answered_200(tmp_path):
+    """The commit is checked on the message as its connection left it: a ghost of the record just written.
+
+    With one attempt a request: a retry would hide a failed check, and the
+    last attempt has none.
+    """
+    app = make(tmp_path, **{"pyramid.includes": "tests.evicted_after_commit", "retry.attempts": "1"})
+    browser = TestApp(app)
+    post(browser, make_message(message_id="<first@example.org>"))
+    raw = make_message(message_id="<evicted@example.org>", subject="Evicted at commit", body="still stored\n")
+    name = message_id_hash("<evicted@example.org>")
+    assert post(browser, raw).json == {"url": f"https://lists.example.org/archives/list/{LIST}/message/{name}/"}
+    assert "Evicted at commit" in browser.get(f"/list/{LIST}/message/{name}/").text
+    # A duplicate is answered 200 too, its message a ghost never loaded.
+    assert post(browser, raw).json == {"url": f"https://lists.example.org/archives/list/{LIST}/message/{name}/"}
+    app.registry._zodb_databases[""].close()
+
+
 def test_a_transaction_that_fails_to_begin_is_begun_again_by_the_next_attempt(tmp_path):
     """The storage away as pyramid_tm begins: the next attempt still runs in a transaction of its own."""
     from tests import begin_fails_once

@@ -106,6 +106,26 @@ def test_a_retried_archive_request_stores_the_message(app_failing_first_attempts
     assert "Survives a retry" in browser.get(f"/list/{LIST}/message/{name}/").text
 
 
+def test_a_conflict_left_after_the_last_attempt_is_a_503_said_in_one_line(tmp_path, caplog):
+    """Another process wrote the same records each time: Mailman sends the message again, nothing is broken."""
+    from tests import conflict_once
+
+    conflict_once.failed_once.clear()
+    app = make(tmp_path, **{"pyramid.includes": "tests.conflict_once", "retry.attempts": "1"})
+    browser = TestApp(app)
+    raw = make_message(message_id="<busy@example.org>", subject="Busy", body="kept later\n")
+    with caplog.at_level(logging.INFO, logger="kittypyr"):
+        answer = post(browser, raw, status=503)
+    assert answer.headers["Retry-After"]
+    said = [record for record in caplog.records if record.name == "kittypyr.views.mailman_api"]
+    assert [record.levelname for record in said] == ["WARNING"] and said[0].exc_info is None
+    assert "conflict" in said[0].getMessage() and "Mailman will send it again" in said[0].getMessage()
+    # Sent again, it is stored.
+    name = message_id_hash("<busy@example.org>")
+    assert post(browser, raw).json == {"url": f"https://lists.example.org/archives/list/{LIST}/message/{name}/"}
+    app.registry._zodb_databases[""].close()
+
+
 def test_a_retried_form_post_sees_its_fields(app_failing_first_attempts):
     answer = TestApp(app_failing_first_attempts).post(
         "/api/mailman/echo-form", {"token": "t1", "text": "caf\u00e9 au lait"}).json

@@ -5,6 +5,7 @@ import re
 
 from pyramid.httpexceptions import HTTPBadRequest, HTTPForbidden, HTTPUnauthorized
 from pyramid.view import view_config
+from ZODB.POSException import ConflictError
 
 from kittypyr import storage_unwritable
 from kittypyr.addresses import normalize_list_address
@@ -126,7 +127,12 @@ def urls(context, request):
 
 
 def _storage_trouble(exc, request):
-    if isinstance(exc, OSError) and exc.errno is not None:
+    if isinstance(exc, ConflictError):
+        # Other processes wrote the same records at every attempt: busy, not
+        # broken. One line, with the record that conflicted.
+        log.warning("archiver API: a write conflict after every attempt, answered 503; "
+                    "Mailman will send it again: %s", exc)
+    elif isinstance(exc, OSError) and exc.errno is not None:
         # The disk's (full, gone read-only): one line a try, as Mailman tries again and again.
         log.error("archiver API failed, Mailman will retry: %s", storage_unwritable(exc))
     else:

@@ -135,13 +135,24 @@ def storage_problem(config):
     return None
 
 
-def prepare_list(archive, registry, list_address, policy=None):
+def prepare_list(archive, registry, list_address, policy=None, subject_prefix=None):
     """The list an import fills, created with its first policy; returns a line for the summary.
 
     A new list asks Mailman its policy where Mailman is configured, and is
     private while the answer is unknown; ``policy`` (from ``--policy``) says
-    it instead, for a new list or an existing one.
+    it instead, for a new list or an existing one. ``subject_prefix`` (from
+    ``--subject-prefix``): the list's, which the subjects are stored without
+    (Mailman's, when it says one later).
     """
+    line = _prepared_policy(archive, registry, list_address, policy)
+    if subject_prefix is not None:
+        archive.lists[list_address].subject_prefix = subject_prefix
+        line += f"; subjects stored without {subject_prefix.strip()!r}" if subject_prefix.strip() else ""
+    return line
+
+
+def _prepared_policy(archive, registry, list_address, policy):
+    """``prepare_list``'s making of the list and its policy; its line."""
     from kittypyr.mailman import create_list_with_policy, mailman_is_configured
 
     # A private list's readers log in through Mailman: on a stand-alone archive, nobody.
@@ -160,7 +171,7 @@ def prepare_list(archive, registry, list_address, policy=None):
         f", {mailing_list.policy_reason}" if mailing_list.policy_reason else "")
 
 
-def _commit_prepared_list(env, list_address, policy, attempts=5):
+def _commit_prepared_list(env, list_address, policy, subject_prefix=None, attempts=5):
     """Commit ``prepare_list``; returns its line.
 
     Importers of one new list started at once (one per host, over ZEO or
@@ -169,7 +180,7 @@ def _commit_prepared_list(env, list_address, policy, attempts=5):
     """
     for attempt in range(attempts):
         try:
-            line = prepare_list(env["root"], env["registry"], list_address, policy)
+            line = prepare_list(env["root"], env["registry"], list_address, policy, subject_prefix)
             transaction.manager.commit()
             return line
         except ConflictError:
@@ -234,7 +245,7 @@ def command_import(args):
         cache_size_bytes = import_cache_size(env, "import", args.config)
         if cache_size_bytes is None:
             return 2
-        policy_line = _commit_prepared_list(env, list_address, args.policy)
+        policy_line = _commit_prepared_list(env, list_address, args.policy, args.subject_prefix)
         report = import_mail(
             env["root"],
             list_address,
@@ -447,6 +458,9 @@ def build_parser():
     p.add_argument("--policy", choices=("public", "private"), default=None,
                    help="the list's archive policy (default: Mailman's; private while Mailman "
                         "cannot say; public without Mailman configured)")
+    p.add_argument("--subject-prefix", default=None, metavar="PREFIX",
+                   help="what the list put before every subject, e.g. '[Dev] ', left out of the subjects "
+                        "stored (default: Mailman's, as it last said; '' for none)")
     p.set_defaults(func=command_import)
 
     p = commands.add_parser("reindex",

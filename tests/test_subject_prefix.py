@@ -100,3 +100,24 @@ def test_the_prefix_is_learned_from_mailman_with_the_list_details(app):
         apply_list_details(mailing_list, {"display_name": "Dev", "description": "", "archive_policy": "public"})
         assert mailing_list.subject_prefix == "[Dev %d] "
 
+
+
+def test_an_import_is_told_the_prefix_where_no_mailman_says_it(tmp_path):
+    from pyramid.paster import bootstrap
+
+    from tests.functional import kittypyr, write_config
+
+    config = write_config(tmp_path)
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes([make_message(message_id="<t1@example.org>", subject="[Dev 12] Plans",
+                                              body="A plan.\n")]))
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0", "--subject-prefix", "[Dev %d] ", check=True)
+    assert "subjects stored without '[Dev %d]'" in result.stdout
+    env = bootstrap(str(config))
+    try:
+        mailing_list = env["root"].lists[LIST]
+        assert mailing_list.subject_prefix == "[Dev %d] "
+        assert [message.subject for message in mailing_list.messages.values()] == ["Plans"]
+    finally:
+        env["closer"]()
+        env["registry"]._zodb_databases[""].close()

@@ -418,8 +418,8 @@ def test_an_importer_whose_new_list_another_importer_made_first_imports_into_it(
     prepare = cli.prepare_list
     raced = []
 
-    def other_importer_first(archive, registry, list_address, policy=None):
-        line = prepare(archive, registry, list_address, policy)
+    def other_importer_first(archive, registry, list_address, policy=None, subject_prefix=None):
+        line = prepare(archive, registry, list_address, policy, subject_prefix)
         if not raced:
             raced.append(archive._p_jar.db())
             manager = transaction.TransactionManager()

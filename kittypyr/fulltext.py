@@ -41,7 +41,8 @@ from kittypyr.lexicon import (_PAIR, _RECENT_INTS, INLINE_MAX, NO_DAY, OkapiInde
                               WordPostings, WordSequences, _doc_count, _ints, _recent_pairs, _same_references, _without,
                               encode_positions, packed_postings, removed_from, split_words)
 from kittypyr.merging import AppendedBytes
-from kittypyr.scored import EMPTY, Scored, all_of, best_passing, held_in, in_docid_order, intersection, restricted, union, verified
+from kittypyr.scored import (EMPTY, Scored, all_of, best_passing, held_in, in_docid_order, intersection, restricted,
+                             spread_positions, union, verified)
 from kittypyr.zones import ZONE_BITS, message_zones
 
 LENGTH_MAX = 0xFFFF
@@ -1149,8 +1150,7 @@ class FullTextIndex(OkapiIndex):
         if not len(docids):
             return EMPTY, 0, True
         scores = self._bm25(values, idf, mean_length)
-        # Positions at least one apart: distinct without np.unique's sort.
-        spread = np.linspace(0, len(docids) - 1, min(len(docids), 2000)).astype(np.int64)
+        spread = spread_positions(len(docids), 2000)
         share = int(allowed.passing(docids[spread].tolist()).sum()) / len(spread)
         total = round(share * len(docids))
         if total <= exact_up_to or share == 0:
@@ -1191,7 +1191,7 @@ class FullTextIndex(OkapiIndex):
         every period is heard), each chunk's postings weighted by its size.
         """
         if chunks:
-            picked = np.unique(np.linspace(0, len(chunks) - 1, min(len(chunks), spread)).astype(np.int64))
+            picked = spread_positions(len(chunks), spread)
             parts = [chunks[at].data for at in picked.tolist()] + ([tail] if tail else [])
         else:
             parts = [tail]
@@ -1227,7 +1227,7 @@ class FullTextIndex(OkapiIndex):
             sampled, weights = sampled[passed], weights[passed]
             if not len(sampled):
                 return 0.0, 0.0
-        picked = np.unique(np.linspace(0, len(sampled) - 1, min(len(sampled), MATCH_SAMPLE)).astype(np.int64))
+        picked = spread_positions(len(sampled), MATCH_SAMPLE)
         sampled, weights = sampled[picked], weights[picked]
         held = set(sampled.tolist())
         for wid in others:

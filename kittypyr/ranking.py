@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from kittypyr.scored import held_in, restricted, rounded_estimate, top, verified
+from kittypyr.scored import held_in, restricted, rounded_estimate, spread_positions, top, verified
 
 # Up to this many matches are put in date order by looking each one's date up.
 DATE_LOOKUP_MAX = 50_000
@@ -106,7 +106,7 @@ def _estimated_total(scored, looked, kept):
     rest = len(scored) - looked
     if rest <= 0 or scored.check is None:
         return kept + max(rest, 0)
-    sample = np.unique(np.linspace(0, len(scored) - 1, min(ESTIMATE_SAMPLE, len(scored))).astype(np.int64))
+    sample = spread_positions(len(scored), ESTIMATE_SAMPLE)
     found = sum(1 for docid in scored.docids[sample].tolist() if scored.check(docid))
     return kept + round(rest * found / len(sample))
 

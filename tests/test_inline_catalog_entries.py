@@ -131,12 +131,17 @@ def _as_older_kittypyr_made_it(index, older_class):
     return old
 
 
+def _archive_a_patch_and_a_thread(app):
+    """A patch alone, then a similar one and a reply to it: the archives the upgrade tests start from."""
+    _archive_one(app, mail(2, PATCH, subject="[PATCH] smp"))
+    _archive_one(app, mail(6, SIMILAR_PATCH, subject="smpboot"))
+    _archive_one(app, mail(8, "Which one?\n", subject="Re: smpboot", reply_to=6))
+
+
 def test_an_archive_whose_indexes_hold_sets_is_upgraded_without_reading_a_message(tmp_path):
     app = make_app(tmp_path)
     try:
-        _archive_one(app, mail(2, PATCH, subject="[PATCH] smp"))
-        _archive_one(app, mail(6, SIMILAR_PATCH, subject="smpboot"))
-        _archive_one(app, mail(8, "Which one?\n", subject="Re: smpboot", reply_to=6))
+        _archive_a_patch_and_a_thread(app)
         with prepare(registry=app.registry) as env:
             root = env["root"]._p_jar.root()
             catalog = root[ROOT_KEY].catalog
@@ -254,9 +259,7 @@ def test_an_archive_whose_sparse_indexes_hold_plain_trees_is_upgraded(tmp_path):
 
     app = make_app(tmp_path)
     try:
-        _archive_one(app, mail(2, PATCH, subject="[PATCH] smp"))
-        _archive_one(app, mail(6, SIMILAR_PATCH, subject="smpboot"))
-        _archive_one(app, mail(8, "Which one?\n", subject="Re: smpboot", reply_to=6))
+        _archive_a_patch_and_a_thread(app)
         with prepare(registry=app.registry) as env:
             root = env["root"]._p_jar.root()
             sparse = {name: index for name, index in root[ROOT_KEY].catalog.items()

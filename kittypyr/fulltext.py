@@ -1613,7 +1613,8 @@ class WordImpacts:
         for at in at_chunks:
             read[at] = chunks[at].data
         if self._starts is None or len(at_chunks) > len(chunks) // 4:
-            # Most of it read again: made again from every part, as at the start.
+            # Out of docid order before, or a quarter of the chunks read at
+            # once: made again from every part, as at the start.
             self._found = in_docid_order(*self._scored_pairs(b"".join([*filter(None, read), self.tail])))
             self._starts = None
         else:
@@ -1624,8 +1625,9 @@ class WordImpacts:
         """``_found`` with the parts of the chunks ``at_chunks`` (in order) replaced by what is read of them now.
 
         Only those chunks are scored; the rest of ``_found`` is copied as
-        it is. Should the chunks joined so not be in docid order, it is
-        made again from every part read, as it would be from the start.
+        it is. Should the parts joined so not be in docid order (a message
+        indexed again lies in a newer chunk), they are sorted, as a whole
+        rebuild would sort them, and later reads rebuild it whole.
         """
         found, starts = self._found, self._starts.tolist()
         new_docids, new_scores = self._scored_pairs(b"".join([self._read[at] for at in at_chunks]))

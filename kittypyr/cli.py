@@ -414,6 +414,8 @@ def archive_info(archive, list_address=None):
         info["mailing_lists"] = [m.address for m in mailing_lists]
     else:
         info["list"] = mailing_lists[0].address
+        # Left out of the subjects archived (kittypyr.subjects): "" for none.
+        info["subject_prefix"] = mailing_lists[0].subject_prefix
     return info
 
 
@@ -438,6 +440,8 @@ def command_info(args):
         for key, value in info.items():
             if isinstance(value, (list, tuple)):
                 value = ", ".join(map(str, value)) or "none"
+            elif key == "subject_prefix":
+                value = repr(value) if value else None  # its spaces are part of it
             print(f"{key}: {'none' if value is None else value}")
     return 0
 

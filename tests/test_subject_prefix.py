@@ -1,5 +1,7 @@
 """The list's subject prefix ("[Dev] "), which Mailman puts before every subject, is left out of the archive's."""
 
+import json
+
 import pytest
 import transaction
 from pyramid.scripting import prepare
@@ -113,6 +115,8 @@ def test_an_import_is_told_the_prefix_where_no_mailman_says_it(tmp_path):
                                               body="A plan.\n")]))
     result = kittypyr("import", config, LIST, mbox, "--workers", "0", "--subject-prefix", "[Dev %d] ", check=True)
     assert "subjects stored without '[Dev %d]'" in result.stdout
+    said = json.loads(kittypyr("info", config, LIST, "--json", check=True).stdout)
+    assert said["subject_prefix"] == "[Dev %d] "
     env = bootstrap(str(config))
     try:
         mailing_list = env["root"].lists[LIST]

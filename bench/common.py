@@ -15,7 +15,7 @@ from ZODB.FileStorage import FileStorage
 
 from kittypyr import PARTS
 from kittypyr.bootstrap import bootstrap_archive
-from kittypyr.placeholders import ARCHIVER_SETTING as ARCHIVER_PLACEHOLDERS_SETTING
+from kittypyr.placeholders import ARCHIVER_SETTING as ARCHIVER_PLACEHOLDERS_SETTING  # noqa: F401 (archive_cost)
 from kittypyr.placeholders import SETTING as PLACEHOLDERS_SETTING
 
 WEB_PARTS = ("kittypyr.retries", "kittypyr.security", "kittypyr.mailman", "kittypyr.views")

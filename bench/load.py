@@ -42,7 +42,6 @@ import random
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -57,7 +56,7 @@ import requests  # noqa: E402
 from archiver_load import CONFIG, KEY, LIST, Process, ZEOServer, log_counts  # noqa: E402
 from common import process_memory_mb, production_cache  # noqa: E402
 
-from tests.functional import VENV_BIN, free_port, kittypyr, mbox_bytes, write_config  # noqa: E402
+from tests.functional import free_port, kittypyr, mbox_bytes, write_config  # noqa: E402
 from tests.postgresql_server import PostgreSQLServer  # noqa: E402
 
 KINDS = ("overview", "month", "thread", "message", "search")
@@ -401,6 +400,16 @@ def verify(db, posted, base_count, stored_claims):
         connection.close()
 
 
+def errors_logged(folder):
+    """``(errors, tracebacks)``: the ERROR lines of the servers' logs in ``folder``, and the tracebacks among them."""
+    errors = tracebacks = 0
+    for log in folder.glob("server-*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            errors += " ERROR [" in line
+            tracebacks += line.startswith("Traceback (most recent call last)")
+    return errors, tracebacks
+
+
 def run(kind, fault, args, urls, base_count, later, data, postgresql):
     """One run of one set-up; returns True when nothing was lost, duplicated or failed."""
     label = kind + (f", fault: {fault}" if fault else "")
@@ -507,6 +516,7 @@ def run(kind, fault, args, urls, base_count, later, data, postgresql):
         db.close()
 
     retried_conflicts, conflict_failures = log_counts(folder)
+    logged_errors, tracebacks = errors_logged(folder)
     # A ZEO server resolves conflicts itself, and logs its failures in its own log.
     zeo_log = folder / "zeo.log"
     if zeo_log.exists():
@@ -543,6 +553,8 @@ def run(kind, fault, args, urls, base_count, later, data, postgresql):
     print(f"   requests retried after a conflict (servers' logs): {retried_conflicts}   conflict resolution "
           f"errors: {conflict_failures}   process RSS at the end: {', '.join(f'{r:.0f}' for r in rss)} MB",
           flush=True)
+    print(f"   ERROR lines in the servers' logs: {logged_errors}, with a traceback: {tracebacks}  (a run without "
+          f"a fault should have none)", flush=True)
     if kind == "relstorage":
         postgresql.drop_database(database)
     if not args.keep:

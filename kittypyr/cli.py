@@ -325,7 +325,7 @@ def command_reindex(args):
         rebuild_people(env["root"])
         rebuild_totals(env["root"])
         transaction.manager.commit()
-    print(f"indexed {count} resources")
+    print(f"indexed {counted(count, 'message and thread', 'messages and threads')}")
     return 0
 
 

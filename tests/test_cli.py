@@ -162,7 +162,7 @@ def test_reindex_rebuilds_the_catalog(tmp_path, config):
     mbox.write_bytes(mbox_bytes(corpus(10)))
     kittypyr("import", config, LIST, mbox, check=True)
     result = kittypyr("reindex", config, check=True)
-    assert "indexed 12 resources" in result.stdout  # 10 messages + 2 threads
+    assert "indexed 12 messages and threads" in result.stdout  # 10 messages + 2 threads
     assert info(config, LIST)["first_date"].startswith("2019-03-14T09:26")
 
 
@@ -194,7 +194,7 @@ def test_reindex_on_a_terminal_shows_how_far_it_is(tmp_path, config):
             shown += chunk
     finally:
         os.close(leader)
-    assert result.returncode == 0 and "indexed 12 resources" in result.stdout
+    assert result.returncode == 0 and "indexed 12 messages and threads" in result.stdout
     assert b"12/12" in shown and b"100%" in shown, shown
 
 

@@ -125,3 +125,24 @@ def test_an_import_is_told_the_prefix_where_no_mailman_says_it(tmp_path):
     finally:
         env["closer"]()
         env["registry"]._zodb_databases[""].close()
+
+
+def test_a_reindex_leaves_out_a_prefix_learned_after_the_mail_was_archived(app):
+    from kittypyr.catalog import reindex_archive
+
+    browser = TestApp(app)
+    with prepare(registry=app.registry) as env:
+        env["root"].lists[LIST].subject_prefix = ""  # not known yet
+        transaction.commit()
+    post(browser, make_message(message_id="<o1@example.org>", subject="[Dev] Old plans", body="Then.\n"))
+    post(browser, make_message(message_id="<o2@example.org>", subject="Re: [Dev] Old plans", body="Later.\n",
+                               in_reply_to="<o1@example.org>", references=["<o1@example.org>"]))
+    assert hits(app, "dev") == ["Re: [Dev] Old plans", "[Dev] Old plans"]
+    with prepare(registry=app.registry) as env:
+        env["root"].lists[LIST].subject_prefix = "[Dev] "  # as Mailman says later
+        reindex_archive(env["root"], app.registry, commit=transaction.commit)
+    assert hits(app, "plans") == ["Old plans", "Re: Old plans"]
+    assert hits(app, "dev") == []
+    thread = browser.get(f"/list/{LIST}/thread/{message_id_hash('<o1@example.org>')}/")
+    assert thread.html.h1.text.strip() == "Old plans"
+    assert b"Subject: [Dev] Old plans" in browser.get(f"/list/{LIST}/message/{message_id_hash('<o1@example.org>')}/raw").body

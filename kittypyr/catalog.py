@@ -28,7 +28,7 @@ from kittypyr.lexicon import Lexicon, OkapiIndex
 from kittypyr.merging import Entries
 from kittypyr.resources import Archive, Message, Thread
 from kittypyr.resources.thread import month_of
-from kittypyr.subjects import without_list_prefix
+from kittypyr.subjects import leave_out_list_prefix
 from kittypyr.zones import file_keys
 
 log = logging.getLogger(__name__)
@@ -637,7 +637,9 @@ def reindex_archive(archive, registry, commit=None, every=1000, progress=None):
     sync_catalog(archive, registry)
     count = 0
     for resource in catalogued_in(archive):
-        _without_list_prefix(resource)
+        if isinstance(resource, (Message, Thread)):
+            # Mail archived before its list's prefix was known.
+            leave_out_list_prefix(resource)
         index_resource(archive, resource)
         count += 1
         if count % every == 0:
@@ -650,18 +652,6 @@ def reindex_archive(archive, registry, commit=None, every=1000, progress=None):
     if progress is not None and count % every:
         progress(count % every)
     return count
-
-
-def _without_list_prefix(resource):
-    """A message's or a thread's subject without its list's subject prefix (``kittypyr.subjects``).
-
-    Mail archived before its list's prefix was known keeps it until a
-    reindex; a subject without it is not written again.
-    """
-    if isinstance(resource, (Message, Thread)):
-        subject = without_list_prefix(resource.subject, resource.mailing_list.subject_prefix)
-        if subject != resource.subject:
-            resource.subject = subject
 
 
 def reindex_cjk_words(archive, commit=None, every=1000):

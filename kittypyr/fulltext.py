@@ -1385,10 +1385,10 @@ class FullTextIndex(OkapiIndex):
         floor = -np.inf
         while True:
             whole = all(word.read_whole for word in words)
-            scored = self._found_in_all(words, allowed, -np.inf if whole else floor - best_sum)
+            scored = self._found_in_all(words, allowed, -np.inf if whole else floor, best_sum)
             if len(scored) >= count:
                 floor = np.partition(scored.scores, len(scored) - count)[len(scored) - count]
-            opened = [word.read_reaching(floor - (best_sum - word.maximum)) for word in words]
+            opened = [word.read_reaching(word.needed(floor, best_sum)) for word in words]
             if not any(opened):
                 return scored, floor
 
@@ -1403,15 +1403,15 @@ class FullTextIndex(OkapiIndex):
         return sum(_doc_count(self.postings_of(wid) or b"") for wid in wids) <= most
 
     @staticmethod
-    def _found_in_all(words, allowed, below_best=-np.inf):
+    def _found_in_all(words, allowed, floor=-np.inf, best_sum=0.0):
         """``Scored`` of the documents found in what was read of every word of ``words``, and ``allowed``.
 
         Added in the order ``evaluate`` adds them: the same scores to the
-        last bit. ``below_best``: a score less the best every word can
-        give together; each word's postings that cannot reach it even with
-        every other word's best are left out.
+        last bit. ``floor``: each word's postings that cannot reach it even
+        with every other word at its best (``best_sum``: all words' best
+        together) are left out.
         """
-        scored = words[0].found(below_best)
+        scored = words[0].found(words[0].needed(floor, best_sum))
         if allowed is not None and len(scored):
             # The rarest word's first: a filter of one list among many
             # leaves the intersections a part of it to do.
@@ -1420,7 +1420,7 @@ class FullTextIndex(OkapiIndex):
         for word in words[1:]:
             if not len(scored):
                 break
-            scored = intersection(scored, word.found(below_best))
+            scored = intersection(scored, word.found(word.needed(floor, best_sum)))
         return scored
 
     def _search_wids(self, wids):
@@ -1587,18 +1587,20 @@ class WordImpacts:
     def read_whole(self):
         return not np.isfinite(self._unread).any()
 
-    def found(self, below_best=-np.inf):
-        """``Scored`` of the postings read so far, in docid order.
+    def needed(self, floor, best_sum):
+        """The least a posting of this word must score for its document to reach ``floor``.
 
-        ``below_best``: a score less the best of every word together
-        (``FullTextIndex._found_in_all``); the postings that cannot reach it
-        with every other word's best are left out.
+        ``best_sum``: every word's best together; the others at theirs.
         """
+        return floor - (best_sum - self.maximum)
+
+    def found(self, needed=-np.inf):
+        """``Scored`` of the postings read so far, in docid order; those scoring below ``needed`` left out."""
         found = self._found
-        if not np.isfinite(below_best):
+        if not np.isfinite(needed):
             return found
         # A hair lower than the sum says, so that rounding drops no tie.
-        keep = found.scores >= below_best + self.maximum - 1e-9 * (1.0 + abs(below_best) + self.maximum)
+        keep = found.scores >= needed - 1e-9 * (1.0 + abs(needed))
         return Scored(found.docids[keep], found.scores[keep])
 
     def read_reaching(self, floor):

@@ -26,3 +26,10 @@ def without_list_prefix(subject, prefix):
     markers = " ".join(found.group(1).split())
     rest = subject[found.end():]
     return f"{markers} {rest}" if markers and rest else (rest or markers)
+
+
+def leave_out_list_prefix(resource):
+    """Leave its list's prefix out of a stored message's or thread's ``subject``; written only when that changes it."""
+    subject = without_list_prefix(resource.subject, resource.mailing_list.subject_prefix)
+    if subject != resource.subject:
+        resource.subject = subject

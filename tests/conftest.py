@@ -71,6 +71,24 @@ def mailman_stack(tmp_path_factory):
         stack.stop()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test of the Mailman stack carries what its servers logged.
+
+    A wait that timed out says only that the page never came: the archive's
+    and Mailman's logs say whether the mail arrived, was refused or held.
+    """
+    outcome = yield
+    report = outcome.get_result()
+    stack = getattr(item, "funcargs", {}).get("mailman_stack")
+    if report.when != "call" or not report.failed or stack is None:
+        return
+    from kittypyr.suite.mailman_core import tail
+
+    report.sections.append(("kittypyr's log", tail(stack.archive.log, 60)))
+    report.sections.append(("Mailman core's logs", stack.core.logs_tail(60)))
+
+
 CHROMIUM = "/usr/bin/chromium"
 
 

@@ -192,6 +192,12 @@ class MailmanStack:
         for key, value in settings.items():
             mailing_list.settings[key] = value
         mailing_list.settings.save()
+        # Mailman core records a list's archivers on their first use, in
+        # whichever process gets there first, and no rule keeps a name once
+        # per list: its pipeline and archive runners handling the first post
+        # together can both record one, and from then on every post to the
+        # list is shunted. Asking for them now records them, once.
+        client._connection.call(f"lists/{mailing_list.list_id}/archivers")
         self.lists.add(mailing_list.fqdn_listname)
         return mailing_list
 

@@ -194,7 +194,7 @@ class MailmanStack:
         mailing_list.settings.save()
         # Mailman core records a list's archivers on their first use, in
         # whichever process gets there first, and no rule keeps a name once
-        # per list: its pipeline and archive runners handling the first post
+        # per list: two of its runners handling the first post
         # together can both record one, and from then on every post to the
         # list is shunted. Asking for them now records them, once.
         client._connection.call(f"lists/{mailing_list.list_id}/archivers")

@@ -7,6 +7,27 @@ import re
 _MARKERS = r"(?:re|aw|sv|antw|vs|fwd?|wg|tr)(?:\[\d+\]|\^\d+)?\s*:"
 
 
+def _prefix_pattern(prefix):
+    """A regular expression of ``prefix``: any spaces where it has some, and any number for "%d".
+
+    Never two runs of ``\\s*`` side by side: a subject of many spaces
+    would be tried every way of sharing them out, in time growing with
+    their square.
+    """
+    pattern = ""
+    for part in re.split(r"(%\d*d|\s+)", prefix):
+        number = re.fullmatch(r"%\d*d", part) is not None
+        if number or part.isspace():
+            # Spaces before the prefix are the subject's own (``\s*`` there).
+            if pattern and not pattern.endswith(r"\s*"):
+                pattern += r"\s*"
+            if number:
+                pattern += r"\d+\s*"
+        else:
+            pattern += re.escape(part)
+    return pattern
+
+
 def without_list_prefix(subject, prefix):
     """``subject`` without the list's ``prefix`` at its start, nor after the replies' "Re:" there.
 
@@ -17,7 +38,7 @@ def without_list_prefix(subject, prefix):
     prefix = (prefix or "").strip()
     if not subject or not prefix:
         return subject
-    wanted = re.sub(r"%\d*d", r"\\s*\\d+\\s*", r"\s*".join(re.escape(part) for part in prefix.split()))
+    wanted = _prefix_pattern(prefix)
     # "Dev" is not the start of "Development".
     ending = r"(?!\w)" if prefix[-1].isalnum() else ""
     found = re.match(rf"\s*((?:{_MARKERS}\s*)*)(?:{wanted}){ending}\s*", subject, re.IGNORECASE)

@@ -1,6 +1,8 @@
 """The list's subject prefix ("[Dev] "), which Mailman puts before every subject, is left out of the archive's."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import transaction
@@ -39,9 +41,30 @@ LIST = "dev@lists.example.org"
     ("Dev: plans", "Dev:", "plans"),
     ("[Dev] Release plans", "", "[Dev] Release plans"),
     ("", "[Dev] ", ""),
+    # Literal "%" signs, and a number first.
+    ("[%x 100%] Release plans", "[%x 100%] ", "Release plans"),
+    ("17: Release plans", "%d: ", "Release plans"),
 ])
 def test_the_prefix_is_left_out_at_the_start_and_after_re(subject, prefix, shown):
     assert without_list_prefix(subject, prefix) == shown
+
+
+@pytest.mark.parametrize("subject, prefix, shown", [
+    ("[Dev" + " " * 500_000 + "x", "[Dev %d] ", "[Dev" + " " * 500_000 + "x"),
+    ("Re:" + " " * 500_000 + "x", "%d: ", "Re:" + " " * 500_000 + "x"),
+    ("[Dev 7]" + " " * 500_000 + "Plans", "[Dev %d] ", "Plans"),
+    ("[A" + " " * 500_000 + "B] Plans", "[A  B] ", "Plans"),
+])
+def test_a_subject_of_many_spaces_is_read_once(subject, prefix, shown):
+    """A sender's subject of half a million spaces: the prefix's spaces and
+    number were two patterns of spaces side by side, tried every way of
+    sharing the spaces out (hours of a process's time). Run apart, so that
+    such a wait fails the test instead of holding up the suite."""
+    program = ("import json, sys\nfrom kittypyr.subjects import without_list_prefix\n"
+               "subject, prefix = json.load(sys.stdin)\nprint(json.dumps(without_list_prefix(subject, prefix)))")
+    done = subprocess.run([sys.executable, "-c", program], input=json.dumps([subject, prefix]),
+                          capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout) == shown
 
 
 @pytest.fixture

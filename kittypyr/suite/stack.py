@@ -197,7 +197,7 @@ class MailmanStack:
         # per list: two of its runners handling the first post
         # together can both record one, and from then on every post to the
         # list is shunted. Asking for them now records them, once.
-        client._connection.call(f"lists/{mailing_list.list_id}/archivers")
+        list(mailing_list.archivers.keys())
         self.lists.add(mailing_list.fqdn_listname)
         return mailing_list
 

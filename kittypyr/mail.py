@@ -620,11 +620,15 @@ def _strip_quotes(name):
 
 
 # The two forms nearly all mail uses; getaddresses handles the rest, slowly.
+# Matched against a stripped value. No two patterns that both take spaces
+# stand side by side: a sender's run of spaces would be tried every way of
+# sharing it out between them, in time growing with its square. A bare
+# name keeps its spaces before "<" (they are dropped with the others).
 _BACKSLASH = re.compile(r"\\(.)")
 _NAME_ADDR = re.compile(
-    r'\s*(?:"((?:[^"\\]|\\.)*)"|([^"<>@,;:\\()]*?))\s*<\s*([^<>\s@",;:()\\]+@[^<>\s",;:()\\]+)\s*>\s*\Z'
+    r'(?:"((?:[^"\\]|\\.)*)"\s*|([^"<>@,;:\\()]*))<\s*([^<>\s@",;:()\\]+@[^<>\s",;:()\\]+)\s*>\Z'
 )
-_ADDR_COMMENT = re.compile(r'\s*([^<>\s@",;:()\\]+@[^<>\s",;:()\\]+)\s*(?:\(([^()\\]*)\))?\s*\Z')
+_ADDR_COMMENT = re.compile(r'([^<>\s@",;:()\\]+@[^<>\s",;:()\\]+)(?:\s*\(([^()\\]*)\))?\Z')
 
 
 def _simple_address(value):

@@ -1,6 +1,7 @@
 """Helpers for tests that run kittypyr as a user does: .ini files, processes, mboxes."""
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -116,6 +117,21 @@ format = %(levelname)s [%(name)s] %(message)s
 """
     )
     return path
+
+
+def answered_apart(function, *args, timeout=120):
+    """What ``function`` ("module:name") returns for ``args``, run in a process of its own.
+
+    For input made to keep a process busy for hours: run apart, such a
+    wait fails the test instead of holding up the suite. Arguments and
+    answer go through JSON.
+    """
+    module, name = function.split(":")
+    program = (f"import json, sys\nfrom {module} import {name}\n"
+               f"print(json.dumps({name}(*json.load(sys.stdin))))")
+    done = subprocess.run([sys.executable, "-c", program], input=json.dumps(args), capture_output=True,
+                          text=True, timeout=timeout, check=True)
+    return json.loads(done.stdout)
 
 
 def kittypyr(*args, check=False, **kw):

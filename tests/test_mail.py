@@ -13,6 +13,7 @@ from kittypyr.mail import (
     parse_message,
     searchable_text,
 )
+from tests.functional import answered_apart
 from tests.mailbuilder import (
     Part,
     alternative,
@@ -124,6 +125,28 @@ def test_sender_name_and_address():
     assert (mail.sender_name, mail.sender_address) == ("Bob Smith", "bob@example.org")
     mail = parse(make_message(sender="carol@example.org"))
     assert (mail.sender_name, mail.sender_address) == ("", "carol@example.org")
+
+
+def sender_of(from_value):
+    """``[name, address]`` of a message whose From header is ``from_value``."""
+    mail = parse_message(f"From: {from_value}\nSubject: s\nMessage-ID: <m@example.org>\n\nbody\n".encode())
+    return [mail.sender_name, mail.sender_address]
+
+
+@pytest.mark.parametrize("from_value, sender", [
+    ("Ann" + " " * 500_000 + "<ann@example.org>", ["Ann", "ann@example.org"]),
+    ('"Ann"' + " " * 500_000 + "<ann@example.org>", ["Ann", "ann@example.org"]),
+    ("ann@example.org" + " " * 500_000 + "(Ann)", ["Ann", "ann@example.org"]),
+    # Neither form: read by the standard library, as before.
+    ("x" + " " * 500_000 + "y", ["x y", ""]),
+    ("ann@example.org" + "\t" * 500_000 + "x", ["", "ann@example.orgx"]),
+])
+def test_a_sender_of_many_spaces_is_read_once(from_value, sender):
+    """A From header of half a million spaces between two words: the
+    patterns of a name and of the spaces after it both took spaces, and
+    were tried every way of sharing them out (minutes to hours of a
+    process's time, for each message sent so)."""
+    assert answered_apart("tests.test_mail:sender_of", from_value) == sender
 
 
 def test_sender_falls_back_to_sender_and_reply_to():

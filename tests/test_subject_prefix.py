@@ -1,8 +1,6 @@
 """The list's subject prefix ("[Dev] "), which Mailman puts before every subject, is left out of the archive's."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import transaction
@@ -15,7 +13,7 @@ from kittypyr.mailman import apply_list_details
 from kittypyr.msgid import message_id_hash
 from kittypyr.search import run_search
 from kittypyr.subjects import without_list_prefix
-from tests.functional import mbox_bytes
+from tests.functional import answered_apart, mbox_bytes
 from tests.mailbuilder import make_message
 from tests.test_archiver_api import make, post
 
@@ -58,13 +56,8 @@ def test_the_prefix_is_left_out_at_the_start_and_after_re(subject, prefix, shown
 def test_a_subject_of_many_spaces_is_read_once(subject, prefix, shown):
     """A sender's subject of half a million spaces: the prefix's spaces and
     number were two patterns of spaces side by side, tried every way of
-    sharing the spaces out (hours of a process's time). Run apart, so that
-    such a wait fails the test instead of holding up the suite."""
-    program = ("import json, sys\nfrom kittypyr.subjects import without_list_prefix\n"
-               "subject, prefix = json.load(sys.stdin)\nprint(json.dumps(without_list_prefix(subject, prefix)))")
-    done = subprocess.run([sys.executable, "-c", program], input=json.dumps([subject, prefix]),
-                          capture_output=True, text=True, timeout=120)
-    assert json.loads(done.stdout) == shown
+    sharing the spaces out (hours of a process's time)."""
+    assert answered_apart("kittypyr.subjects:without_list_prefix", subject, prefix) == shown
 
 
 @pytest.fixture

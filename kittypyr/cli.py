@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import transaction
@@ -235,6 +236,11 @@ def import_cache_size(env, command, config):
         return None
 
 
+# Failures, doubtful splits and skipped messages of one kind in one file
+# named on the screen: a damaged file can hold a doubt on every line.
+LISTED_ON_SCREEN = 20
+
+
 def command_import(args):
     from kittypyr.importing import import_mail
 
@@ -258,8 +264,16 @@ def command_import(args):
         )
         if policy_line.startswith("new list") and not report.total("read"):
             policy_line = _forget_unread_list(env, list_address) or policy_line
-    for line in report.summary():
+    every = report.summary()
+    if args.report:
+        Path(args.report).write_text("\n".join([*every, policy_line, ""]))
+    shown = report.summary(listed=LISTED_ON_SCREEN)
+    for line in shown:
         print(line)
+    if shown != every:
+        print(f"every one is named in {args.report}" if args.report else
+              f"only the first {LISTED_ON_SCREEN} of each kind in a file are named here: "
+              f"--report FILE names every one")
     print(policy_line)
     return 0 if report.ok else 1
 
@@ -462,6 +476,9 @@ def build_parser():
     p.add_argument("--policy", choices=("public", "private"), default=None,
                    help="the list's archive policy (default: Mailman's; private while Mailman "
                         "cannot say; public without Mailman configured)")
+    p.add_argument("--report", default=None, metavar="FILE",
+                   help=f"write the summary to FILE too, naming every failed message and doubtful split "
+                        f"(on the screen: the first {LISTED_ON_SCREEN} of each kind in each file)")
     p.add_argument("--subject-prefix", default=None, metavar="PREFIX",
                    help="what the list put before every subject, e.g. '[Dev] ', left out of the subjects "
                         "stored (default: Mailman's, as it last said; '' for none)")

@@ -155,8 +155,16 @@ class ImportReport:
     def ok(self):
         return not self.errors and not any(f.error or f.failed for f in self.files)
 
-    def summary(self):
-        """Human-readable lines: totals, then every reason, every failure and every doubtful split."""
+    def summary(self, listed=None):
+        """Human-readable lines: totals, then every reason, every failure and every doubtful split.
+
+        ``listed``: at most so many of each file's failures, doubtful splits
+        and messages skipped for one reason are named, and how many more
+        there are said (a damaged file can hold a doubt on every line).
+        """
+        def named(items):
+            return items if listed is None else items[:listed]
+
         lines = [
             "read {}, archived {}, duplicates {}, skipped {}, failed {}".format(
                 *(self.total(a) for a in ("read", "archived", "duplicates", "skipped", "failed"))
@@ -165,13 +173,19 @@ class ImportReport:
         for report in self.files:
             for reason, count in sorted(report.skipped.items()):
                 positions = sorted(report.skipped_at.get(reason, ()))
-                named = (f" (message{'s' if len(positions) > 1 else ''} "
-                         f"{', '.join(map(report.message, positions))})") if positions else ""
-                lines.append(f"skipped {count} in {report.path}: {reason}{named}")
-            for position, reason in report.failed:
+                more = len(positions) - len(named(positions))
+                which = (f" (message{'s' if len(positions) > 1 else ''} "
+                         f"{', '.join(map(report.message, named(positions)))}"
+                         f"{f' and {more} more' if more else ''})") if positions else ""
+                lines.append(f"skipped {count} in {report.path}: {reason}{which}")
+            for position, reason in named(report.failed):
                 lines.append(f"failed: {report.path}, message {report.message(position)}: {reason}")
-            for position, doubt in report.doubtful:
+            if len(report.failed) > len(named(report.failed)):
+                lines.append(f"failed: {counted(len(report.failed) - listed, 'more message')} in {report.path}")
+            for position, doubt in named(report.doubtful):
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
+            if len(report.doubtful) > len(named(report.doubtful)):
+                lines.append(f"doubtful split: {len(report.doubtful) - listed} more in {report.path}")
             undated = "no usable Date, Received or envelope date"
             if report.dated_by_previous:
                 count = report.dated_by_previous

@@ -948,3 +948,45 @@ def test_remove_list_asks_for_yes_then_removes_the_list_and_all_it_holds(tmp_pat
         assert found == []
     finally:
         db.close()
+
+
+def test_a_file_with_a_doubt_on_every_line_names_twenty_and_the_report_every_one(tmp_path, config):
+    # A message whose body a damaged copy filled with bare envelope lines:
+    # each one a doubtful split, kept in the message.
+    stray = b"From nobody@example.org Thu Jan  1 00:00:00 2020\n"
+    mbox = tmp_path / "damaged.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(2)).rstrip(b"\n") + b"\n" + stray * 45)
+    report = tmp_path / "report.txt"
+
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0", "--report", report)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read 2, archived 2" in result.stdout
+    assert result.stdout.count(f"doubtful split: {mbox}, message 2, line ") == 20
+    assert f"doubtful split: 25 more in {mbox}" in result.stdout
+    assert f"every one is named in {report}" in result.stdout
+    assert report.read_text().count(f"doubtful split: {mbox}, message 2, line ") == 45
+    # Without --report, the screen says how to have every one.
+    again = kittypyr("import", config, LIST, mbox, "--workers", "0")
+    assert again.stdout.count("doubtful split: ") == 21 and "--report FILE names every one" in again.stdout
+    assert info(config, LIST)["messages"] == 2
+
+
+def test_a_summary_names_so_many_of_each_kind_and_counts_the_rest():
+    from kittypyr.importing import ImportReport
+
+    report = ImportReport()
+    file_report = report.file("a.mbox")
+    file_report.read = 6
+    file_report.failed = [(1, "bad"), (2, "bad"), (3, "bad")]
+    file_report.skipped["asked not to be archived"] = 3
+    file_report.skipped_at["asked not to be archived"] = [4, 5, 6]
+
+    shown = report.summary(listed=2)
+
+    assert "failed: a.mbox, message 2: bad" in shown and "failed: a.mbox, message 3: bad" not in shown
+    assert "failed: 1 more message in a.mbox" in shown
+    assert "skipped 3 in a.mbox: asked not to be archived (messages 4, 5 and 1 more)" in shown
+    every = report.summary()
+    assert "failed: a.mbox, message 3: bad" in every
+    assert "skipped 3 in a.mbox: asked not to be archived (messages 4, 5, 6)" in every

@@ -163,7 +163,9 @@ class ImportReport:
         there are said (a damaged file can hold a doubt on every line).
         """
         def named(items):
-            return items if listed is None else items[:listed]
+            """``(the first listed of items, how many more)``."""
+            shown = items if listed is None else items[:listed]
+            return shown, len(items) - len(shown)
 
         lines = [
             "read {}, archived {}, duplicates {}, skipped {}, failed {}".format(
@@ -173,19 +175,21 @@ class ImportReport:
         for report in self.files:
             for reason, count in sorted(report.skipped.items()):
                 positions = sorted(report.skipped_at.get(reason, ()))
-                more = len(positions) - len(named(positions))
+                shown, more = named(positions)
                 which = (f" (message{'s' if len(positions) > 1 else ''} "
-                         f"{', '.join(map(report.message, named(positions)))}"
+                         f"{', '.join(map(report.message, shown))}"
                          f"{f' and {more} more' if more else ''})") if positions else ""
                 lines.append(f"skipped {count} in {report.path}: {reason}{which}")
-            for position, reason in named(report.failed):
+            shown, more = named(report.failed)
+            for position, reason in shown:
                 lines.append(f"failed: {report.path}, message {report.message(position)}: {reason}")
-            if len(report.failed) > len(named(report.failed)):
-                lines.append(f"failed: {counted(len(report.failed) - listed, 'more message')} in {report.path}")
-            for position, doubt in named(report.doubtful):
+            if more:
+                lines.append(f"failed: {counted(more, 'more message')} in {report.path}")
+            shown, more = named(report.doubtful)
+            for position, doubt in shown:
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
-            if len(report.doubtful) > len(named(report.doubtful)):
-                lines.append(f"doubtful split: {len(report.doubtful) - listed} more in {report.path}")
+            if more:
+                lines.append(f"doubtful split: {more} more in {report.path}")
             undated = "no usable Date, Received or envelope date"
             if report.dated_by_previous:
                 count = report.dated_by_previous

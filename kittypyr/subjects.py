@@ -1,5 +1,6 @@
 """A list's subject prefix ("[Dev] "), which Mailman puts before every subject, left out of the archive's."""
 
+import functools
 import re
 
 # What may come before the prefix: "Re:" and "Fwd:" as mail programs
@@ -28,6 +29,17 @@ def _prefix_pattern(prefix):
     return pattern
 
 
+@functools.lru_cache(maxsize=256)
+def _prefix_at_start(prefix):
+    """The compiled pattern of a subject starting with (reply markers and) the stripped ``prefix``.
+
+    Made once per prefix: every message archived or imported asks.
+    """
+    # "Dev" is not the start of "Development".
+    ending = r"(?!\w)" if prefix[-1].isalnum() else ""
+    return re.compile(rf"\s*((?:{_MARKERS}\s*)*)(?:{_prefix_pattern(prefix)}){ending}\s*", re.IGNORECASE)
+
+
 def without_list_prefix(subject, prefix):
     """``subject`` without the list's ``prefix`` at its start, nor after the replies' "Re:" there.
 
@@ -38,10 +50,7 @@ def without_list_prefix(subject, prefix):
     prefix = (prefix or "").strip()
     if not subject or not prefix:
         return subject
-    wanted = _prefix_pattern(prefix)
-    # "Dev" is not the start of "Development".
-    ending = r"(?!\w)" if prefix[-1].isalnum() else ""
-    found = re.match(rf"\s*((?:{_MARKERS}\s*)*)(?:{wanted}){ending}\s*", subject, re.IGNORECASE)
+    found = _prefix_at_start(prefix).match(subject)
     if found is None:
         return subject
     markers = " ".join(found.group(1).split())

@@ -138,6 +138,16 @@ def _archive_a_patch_and_a_thread(app):
     _archive_one(app, mail(8, "Which one?\n", subject="Re: smpboot", reply_to=6))
 
 
+def _upgraded_from(root, registry, step):
+    """The archive under ``root``, made as it was before evolve ``step`` and upgraded from there to the last."""
+    root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(step)
+    transaction.commit()
+    archive = bootstrap_archive(root, registry)
+    transaction.commit()
+    assert archive.schema_version == len(EVOLVE_STEPS)
+    return archive
+
+
 def test_an_archive_whose_indexes_hold_sets_is_upgraded_without_reading_a_message(tmp_path):
     app = make_app(tmp_path)
     try:
@@ -147,11 +157,7 @@ def test_an_archive_whose_indexes_hold_sets_is_upgraded_without_reading_a_messag
             catalog = root[ROOT_KEY].catalog
             for name, (older_class, _) in INLINE_ENTRY_INDEXES.items():
                 catalog[name] = _as_older_kittypyr_made_it(catalog[name], older_class)
-            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(inline_small_catalog_entries)
-            transaction.commit()
-            archive = bootstrap_archive(root, app.registry)
-            transaction.commit()
-            assert archive.schema_version == len(EVOLVE_STEPS)
+            archive = _upgraded_from(root, app.registry, inline_small_catalog_entries)
             assert all(type(archive.catalog[name]) is index_class
                        for name, (_, index_class) in INLINE_ENTRY_INDEXES.items())
             assert [m.message_id for m in newest_messages(archive.lists[DEV], 3)] == [
@@ -269,11 +275,7 @@ def test_an_archive_whose_sparse_indexes_hold_plain_trees_is_upgraded(tmp_path):
             for name, index in sparse.items():
                 held[name] = list(index._fwd_index.items())
                 index._fwd_index = OOBTree(index._fwd_index)  # as kittypyr made them before
-            root[ROOT_KEY].schema_version = EVOLVE_STEPS.index(merge_sparse_entries)
-            transaction.commit()
-            archive = bootstrap_archive(root, app.registry)
-            transaction.commit()
-            assert archive.schema_version == len(EVOLVE_STEPS)
+            archive = _upgraded_from(root, app.registry, merge_sparse_entries)
             for name, index in sparse.items():
                 assert type(archive.catalog[name]._fwd_index) is Entries
                 assert list(archive.catalog[name]._fwd_index.items()) == held[name]

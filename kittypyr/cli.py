@@ -264,18 +264,27 @@ def command_import(args):
         )
         if policy_line.startswith("new list") and not report.total("read"):
             policy_line = _forget_unread_list(env, list_address) or policy_line
-    every = report.summary()
-    if args.report:
-        Path(args.report).write_text("\n".join([*every, policy_line, ""]))
-    shown = report.summary(listed=LISTED_ON_SCREEN)
+    print_summary(report.summary, args.report, [policy_line])
+    return 0 if report.ok else 1
+
+
+def print_summary(summary, report_path=None, last_lines=()):
+    """Print ``summary(listed=LISTED_ON_SCREEN)``, then ``last_lines``; write them whole to ``report_path`` if given.
+
+    ``summary(listed=None)`` names every one of each kind; the screen
+    names the first LISTED_ON_SCREEN and says where the rest are.
+    """
+    every = summary()
+    if report_path:
+        Path(report_path).write_text("\n".join([*every, *last_lines, ""]))
+    shown = summary(listed=LISTED_ON_SCREEN)
     for line in shown:
         print(line)
     if shown != every:
-        print(f"every one is named in {args.report}" if args.report else
-              f"only the first {LISTED_ON_SCREEN} of each kind in a file are named here: "
-              f"--report FILE names every one")
-    print(policy_line)
-    return 0 if report.ok else 1
+        print(f"every one is named in {report_path}" if report_path else
+              f"only the first {LISTED_ON_SCREEN} of each kind are named here: --report FILE names every one")
+    for line in last_lines:
+        print(line)
 
 
 def command_remove_list(args):

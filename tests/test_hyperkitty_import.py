@@ -240,3 +240,35 @@ def test_a_hyperkitty_database_on_postgresql_is_read_the_same(hyperkitty_databas
     finally:
         env["closer"]()
         env["registry"]._zodb_databases[""].close()
+
+
+def test_a_database_with_many_skipped_marks_names_twenty_of_each_kind_and_the_report_every_one(
+        hyperkitty_database, tmp_path):
+    database = tmp_path / "hyperkitty.db"
+    database.write_bytes(hyperkitty_database.read_bytes())
+    with sqlite3.connect(database) as connection:
+        (thread,), = connection.execute("SELECT id FROM hyperkitty_thread LIMIT 1").fetchall()
+        (ada,), = connection.execute("SELECT id FROM auth_user WHERE username = 'ada'").fetchall()
+        for number in range(25):
+            # No tag kittypyr can name: only punctuation.
+            tag = connection.execute("INSERT INTO hyperkitty_tag (name) VALUES (?)", ("!?" * (number + 1),)).lastrowid
+            connection.execute("INSERT INTO hyperkitty_tagging (tag_id, thread_id, user_id) VALUES (?, ?, ?)",
+                               (tag, thread, ada))
+    report = tmp_path / "report.txt"
+    (tmp_path / "screen").mkdir()
+    (tmp_path / "written").mkdir()
+    screen = kittypyr("import-hyperkitty", write_config(tmp_path / "screen"), database, check=True).stdout
+    written = kittypyr("import-hyperkitty", write_config(tmp_path / "written"), database, "--report", report,
+                       check=True).stdout
+
+    skipped_tag = "skipped tag '"
+    assert screen.count(skipped_tag) == 20, screen
+    assert "skipped: 5 more tags" in screen
+    assert "--report FILE names every one" in screen
+    assert "6 messages imported" in screen
+    assert written.count(skipped_tag) == 20
+    assert f"every one is named in {report}" in written
+    whole = report.read_text()
+    assert whole.count(skipped_tag) == 25
+    assert "more tags" not in whole
+    assert "'" + "!?" * 25 + "'" in whole

@@ -9,7 +9,7 @@ from kittypyr.hyperkitty.migrate import migrate
 
 
 def command_import_hyperkitty(args):
-    from kittypyr.cli import _environment, import_cache_size
+    from kittypyr.cli import _environment, import_cache_size, print_summary
     from kittypyr.importing import import_cache
 
     try:
@@ -26,14 +26,18 @@ def command_import_hyperkitty(args):
                 report = migrate(env["root"], connection, env["registry"], commit=transaction.manager.commit)
     finally:
         connection.close()
-    for line in report.summary():
-        print(line)
+    print_summary(report.summary, args.report)
     return 0
 
 
 def add_command(commands):
+    from kittypyr.cli import LISTED_ON_SCREEN
+
     p = commands.add_parser("import-hyperkitty",
                             help="import a HyperKitty site: its lists, mail, votes, tags and favourites")
     p.add_argument("config")
     p.add_argument("database_url", help="HyperKitty's SQLite file, or a postgresql:// URL")
+    p.add_argument("--report", default=None, metavar="FILE",
+                   help="write the summary to FILE too, naming every message, vote and tag skipped "
+                        f"(on the screen: the first {LISTED_ON_SCREEN} of each kind)")
     p.set_defaults(func=command_import_hyperkitty)

@@ -29,20 +29,32 @@ class MigrationReport:
     lists: int = 0
     messages: int = 0
     already: int = 0
-    skipped: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (kind, what, why), e.g. ("tag", "tag '!'", "not a tag ...")
     votes: int = 0
     tags: int = 0
     favourites: int = 0
     last_views: int = 0
 
-    def summary(self):
+    def summary(self, listed=None):
+        """Human-readable lines: totals, then every message, vote and tag skipped, with why.
+
+        ``listed``: at most so many of each kind are named, and how many
+        more there are said (a damaged database can skip thousands).
+        """
         lines = [
             f"{counted(self.lists, 'list')}, {counted(self.messages, 'message')} imported"
             + (f" ({self.already} were already archived)" if self.already else ""),
             f"{counted(self.votes, 'vote')}, {counted(self.tags, 'tag')}, {counted(self.favourites, 'favourite')}, "
             f"{counted(self.last_views, 'last view')} kept",
         ]
-        lines += [f"skipped {what}: {why}" for what, why in self.skipped]
+        by_kind = {}
+        for kind, what, why in self.skipped:
+            by_kind.setdefault(kind, []).append(f"skipped {what}: {why}")
+        for kind, skipped in by_kind.items():
+            shown = skipped if listed is None else skipped[:listed]
+            lines += shown
+            if len(skipped) > len(shown):
+                lines.append(f"skipped: {counted(len(skipped) - len(shown), 'more ' + kind)}")
         return lines
 
 
@@ -107,14 +119,14 @@ def migrate(archive, connection, registry=None, commit=None, batch_size=500):
             attachments = _attachments_of(connection, email["id"]) if email["id"] in with_attachments else ()
             result = _store_email(mailing_list, email, attachments, registry)
         except UnparseableMessage as exc:
-            report.skipped.append((f"message {email['message_id']}", str(exc)))
+            report.skipped.append(("message", f"message {email['message_id']}", str(exc)))
             continue
         if result.outcome == ARCHIVED:
             report.messages += 1
         elif result.outcome == DUPLICATE:
             report.already += 1
         else:
-            report.skipped.append((f"message {email['message_id']}", result.reason))
+            report.skipped.append(("message", f"message {email['message_id']}", result.reason))
             continue
         names[email["id"]] = (mailing_list, result.message.__name__)
         if count % batch_size == 0:
@@ -144,7 +156,7 @@ def _migrate_votes(archive, connection, names, users, report):
             cast_vote(archive, reader_for(archive, address, create=True), message, value)
         except OwnMessage:
             # HyperKitty let some vote on their own mail; kittypyr counts no such vote.
-            report.skipped.append((f"vote of {address}", "on their own message"))
+            report.skipped.append(("vote", f"vote of {address}", "on their own message"))
             continue
         report.votes += 1
 
@@ -173,7 +185,7 @@ def _migrate_thread_marks(archive, connection, threads, users, report, registry)
         if thread is None or not address:
             continue
         if tag is None:
-            report.skipped.append((f"tag {tags.get(row['tag_id'])!r}", "not a tag kittypyr can name"))
+            report.skipped.append(("tag", f"tag {tags.get(row['tag_id'])!r}", "not a tag kittypyr can name"))
             continue
         if add_tag(thread, tag, address, registry=registry):
             report.tags += 1

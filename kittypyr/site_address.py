@@ -14,6 +14,7 @@ gives (waitress's ``url_prefix``).
 
 import functools
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from pyramid.tweens import INGRESS
@@ -28,7 +29,7 @@ def site_address_tween_factory(handler, registry):
         configured = settings.get("kittypyr.base_url", "")
         if configured:
             scheme, host, name, port = _parts(configured)
-            if not _believed(request, name):
+            if not _believed(request, name, port):
                 environ = request.environ
                 environ["wsgi.url_scheme"] = scheme
                 environ["HTTP_HOST"] = host
@@ -39,11 +40,33 @@ def site_address_tween_factory(handler, registry):
     return from_site_address
 
 
-def _believed(request, site_name):
-    asked = request.domain.lower()
-    if asked == site_name:
-        return True
-    return asked in _LOOPBACK_NAMES and _is_loopback(request.remote_addr)
+def _believed(request, site_name, site_port):
+    """Whether the request's Host names the site (on its port) or, asked from this machine, a loopback name.
+
+    The whole Host is read: WebOb's ``domain`` cuts it at its last colon,
+    and ``lists.example.org:443@evil.example`` would pass as the site's
+    while every URL made from it names evil.example.
+    """
+    asked = _host_and_port(request.host)
+    if asked is None:
+        return False
+    name, port = asked
+    if name == site_name:
+        return port is None or port == site_port
+    return name in _LOOPBACK_NAMES and _is_loopback(request.remote_addr)
+
+
+# A Host as RFC 9110 has it: a name, an IPv4 address or a bracketed IPv6
+# one, then perhaps a colon and a port of digits; nothing else.
+_HOST = re.compile(r"(?P<name>[a-z0-9._-]+|\[[0-9a-f:.]+\])(?::(?P<port>[0-9]{1,5}))?", re.IGNORECASE | re.ASCII)
+
+
+def _host_and_port(host):
+    """``(name in lower case, port or None)`` of a Host header's value; None for anything not a host."""
+    matched = _HOST.fullmatch(host or "")
+    if matched is None:
+        return None
+    return matched["name"].lower(), matched["port"]
 
 
 def _is_loopback(address):

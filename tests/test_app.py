@@ -128,3 +128,23 @@ def test_a_forged_host_header_decides_no_link(app):
     assert local.get("/list/DEV@lists.example.org/", status=301).location.startswith("http://127.0.0.1:6543/")
     remote = TestApp(app, extra_environ={"HTTP_HOST": "127.0.0.1:6543", "REMOTE_ADDR": "203.0.113.9"})
     assert remote.get("/list/DEV@lists.example.org/", status=301).location.startswith("http://localhost/")
+
+
+def test_a_host_header_that_only_begins_with_the_sites_host_decides_no_link(app):
+    """The Host is believed whole or not at all: "localhost:80@evil.example" names evil.example in a URL."""
+    fill(app, "dev@lists.example.org", 1)
+    for host, remote in [("localhost:80@evil.example", "203.0.113.9"), ("localhost:@evil.example", "203.0.113.9"),
+                         ("localhost:8443", "203.0.113.9"), ("localhost:80:81", "203.0.113.9"),
+                         ("localhost:80/evil.example", "203.0.113.9"), ("localhost:80 evil.example", "203.0.113.9"),
+                         ("127.0.0.1:6543@evil.example", "127.0.0.1"), ("[::1]:6543@evil.example", "::1")]:
+        browser = TestApp(app, extra_environ={"HTTP_HOST": host, "REMOTE_ADDR": remote})
+        moved = browser.get("/list/DEV@lists.example.org/", status=301)
+        assert moved.location == "http://localhost/list/dev@lists.example.org/", host
+        feed = browser.get("/list/dev@lists.example.org/feed/").text
+        assert "evil.example" not in feed and ":8443" not in feed and ":81" not in feed, host
+    # The site's own host with its own port, or a loopback name with any port, is believed as it is.
+    for host, remote, location in [("LOCALHOST:80", "203.0.113.9", "http://localhost/"),
+                                   ("[::1]:6543", "::1", "http://[::1]:6543/")]:
+        browser = TestApp(app, extra_environ={"HTTP_HOST": host, "REMOTE_ADDR": remote})
+        moved = browser.get("/list/DEV@lists.example.org/", status=301)
+        assert moved.location.lower() == location + "list/dev@lists.example.org/", host

@@ -279,13 +279,33 @@ def merge_sparse_entries(archive):
             index._fwd_index = converted(index._fwd_index, Entries)
 
 
+def split_chunks_at_the_mean_length(archive):
+    """Version 19: each group of a large word's chunks keeps apart the postings that score best at the index's mean length.
+
+    They were picked at the chunk's own mean, which documents holding a
+    common word raise far above the index's: a search of two common words
+    then read many chunks whole (``kittypyr.fulltext.split_high``). Every
+    chunk of every group, the index's and its lists' postings, is read
+    once; no message is read.
+    """
+    from kittypyr.fulltext import FullTextIndex, split_chunks_of
+
+    if archive.catalog is None:
+        return
+    for index in archive.catalog.values():
+        text_index = getattr(index, "index", None)
+        if isinstance(text_index, FullTextIndex):
+            split_chunks_of(text_index, every=True)
+
+
 # Numbered steps that upgrade an older persistent schema, in order. Each
 # takes the Archive; step N brings schema_version from N-1 to N.
 EVOLVE_STEPS = [add_quarantine, add_deletion_records, add_community_stores, add_session_generations,
                 merge_concurrent_changes, add_login_failures, add_list_orders, rank_word_postings,
                 date_word_chunks, add_archive_secret, split_cjk_words, add_dated_posts,
                 inline_small_catalog_entries, rank_threads_on_themselves, split_word_chunks,
-                move_word_sequences, scope_word_postings, merge_sparse_entries]
+                move_word_sequences, scope_word_postings, merge_sparse_entries,
+                split_chunks_at_the_mean_length]
 
 
 def bootstrap_archive(zodb_root, registry):

@@ -191,7 +191,7 @@ def ceiling_of(data):
 HIGH_PAIRS = 32
 
 
-def split_high(data, k1=OkapiIndex.K1, b=OkapiIndex.B):
+def split_high(data, mean_length=None, k1=OkapiIndex.K1, b=OkapiIndex.B):
     """``(high, rest)`` of a full chunk's packed postings ``data``.
 
     ``high``: its HIGH_PAIRS postings nearest BM25's ceiling, as packed
@@ -200,10 +200,16 @@ def split_high(data, k1=OkapiIndex.K1, b=OkapiIndex.B):
     only where each of its words scores near that word's best: a search
     of such words reads the high postings of every chunk and only the
     chunks whose rest can still reach the page (``WordImpacts``). The
-    saturation ``f / (f + k1 (1 - b + b length / mean))`` picks them, with
-    the chunk's own mean length standing in for the index's: which
-    postings are kept apart changes only what a search reads, since the
-    rest's ceiling bounds every other posting whatever the mean.
+    saturation ``f / (f + k1 (1 - b + b length / mean))`` picks them, at
+    ``mean_length``, the index's mean document length as the chunk's group
+    closes (``FullTextIndex.split_mean_length``): BM25's, so that they are
+    those a search scores best. None: the chunk's own mean, which the
+    longer documents that hold a common word raise far above the index's
+    (kernel's chunks in the linux-mips archive: several times it), so
+    that long documents are kept apart where short ones score best and a
+    search must read their chunks whole. Which postings are kept apart
+    changes only what a search reads: the rest's ceiling bounds every
+    other posting whatever the mean.
     """
     pairs = np.frombuffer(data, dtype="<i4").reshape(-1, 2)
     if len(pairs) <= HIGH_PAIRS:
@@ -211,7 +217,8 @@ def split_high(data, k1=OkapiIndex.K1, b=OkapiIndex.B):
     values = pairs[:, 1].astype(np.int64) & RANKING_BITS
     frequency = (values >> FREQUENCY_SHIFT).astype(np.float64)
     length = (values & LENGTH_MAX).astype(np.float64)
-    saturation = frequency / (frequency + k1 * (1.0 - b + b * length / max(1.0, float(length.mean()))))
+    mean = float(length.mean()) if mean_length is None else float(mean_length)
+    saturation = frequency / (frequency + k1 * (1.0 - b + b * length / max(1.0, mean)))
     order = np.argsort(-saturation, kind="stable")
     high, rest = np.sort(order[:HIGH_PAIRS]), np.sort(order[HIGH_PAIRS:])
     return pairs[high].astype("<i4").tobytes(), ceiling_of(pairs[rest].astype("<i4").tobytes())
@@ -229,18 +236,18 @@ class ChunkGroup(Persistent):
     highs = None
     rests = None
 
-    def __init__(self, chunks, ceilings, spans):
+    def __init__(self, chunks, ceilings, spans, mean_length=None):
         self.chunks = tuple(chunks)
         self.ceilings = tuple(ceilings)
         self.spans = tuple(spans)
-        self.split()
+        self.split(mean_length)
 
     def chunk_spans(self):
         return self.spans if self.spans is not None else (None,) * len(self.chunks)
 
-    def split(self):
-        """Keep each chunk's high postings and the ceiling of its rest, from its postings as they are."""
-        parts = [split_high(chunk.data) for chunk in self.chunks]
+    def split(self, mean_length=None):
+        """Keep each chunk's high postings and the ceiling of its rest, from its postings as they are (``split_high``)."""
+        parts = [split_high(chunk.data, mean_length) for chunk in self.chunks]
         self.highs = tuple(high for high, _ in parts)
         self.rests = tuple(rest for _, rest in parts)
 
@@ -339,20 +346,22 @@ class ChunkDirectory(Persistent):
         # The open chunks added before spans were kept come first.
         return (None,) * (len(self.open_chunks) - len(self.open_spans)) + self.open_spans
 
-    def add(self, chunk, ceiling, span=None):
+    def add(self, chunk, ceiling, span=None, mean_length=None):
+        """Add a full chunk; ``mean_length``: the index's mean document length, for a group it closes (``split_high``)."""
         self.open_spans = self._open_spans() + (span,)
         self.open_chunks += (chunk,)
         self.open_ceilings += (ceiling,)
-        self._close_groups()
+        self._close_groups(mean_length)
 
-    def _close_groups(self):
+    def _close_groups(self, mean_length=None):
         """Move the open chunks into groups of GROUP_CHUNKS, as many groups as they fill."""
         size = self.GROUP_CHUNKS
         if len(self.open_chunks) < size:
             return
         spans = self._open_spans()
         while len(self.open_chunks) >= size:
-            self.groups += (ChunkGroup(self.open_chunks[:size], self.open_ceilings[:size], spans[:size]),)
+            self.groups += (ChunkGroup(self.open_chunks[:size], self.open_ceilings[:size], spans[:size],
+                                       mean_length),)
             self.open_chunks, self.open_ceilings = self.open_chunks[size:], self.open_ceilings[size:]
             spans = spans[size:]
         self.open_spans = spans
@@ -380,16 +389,17 @@ class ChunkDirectory(Persistent):
                 return True
         return removed_from(self.open_chunks, docid) is not None
 
-    def split_groups(self):
-        """Give the groups made before high postings were kept theirs; returns those groups.
+    def split_groups(self, mean_length=None, every=False):
+        """Give the groups made before high postings were kept theirs (``every``: every group) them anew; returns those groups.
 
         The open chunks are grouped first, as many as fill a group: up to
-        63 were left open when groups were larger.
+        63 were left open when groups were larger. ``mean_length``: as
+        ``split_high``'s.
         """
-        self._close_groups()
-        unsplit = [group for group in self.groups if group.highs is None]
+        self._close_groups(mean_length)
+        unsplit = [group for group in self.groups if every or group.highs is None]
         for group in unsplit:
-            group.split()
+            group.split(mean_length)
         return unsplit
 
     def pieces(self):
@@ -452,8 +462,12 @@ class RankedPostings(Postings):
         ranked._chunked = postings._chunked
         return ranked
 
-    def append(self, docid, value, day=None):
-        """Add a posting; ``day``: the message's date, in days since 1970 (UTC), None if unknown."""
+    def append(self, docid, value, day=None, mean_length=None):
+        """Add a posting; ``day``: the message's date, in days since 1970 (UTC), None if unknown.
+
+        ``mean_length``: the index's mean document length, for a group of
+        chunks the posting closes (``split_high``).
+        """
         # Augmented assignment on the attribute marks the record changed.
         self._tail += _PAIR.pack(docid, value)
         span = self._span
@@ -467,20 +481,20 @@ class RankedPostings(Postings):
         elif span is not None:
             self._span = None if day is None else (day, day)
         if len(self._tail) >= self.CHUNK_PAIRS * _PAIR.size:
-            self._fill_chunk()
+            self._fill_chunk(mean_length)
 
-    def _fill_chunk(self):
+    def _fill_chunk(self, mean_length=None):
         """The full tail becomes a chunk of its own, listed in the word's directory."""
         chunk = PostingsChunk(bytes(self._tail))
         directory = self._directory
         if directory is None:
             self._directory = directory = ChunkDirectory()
-        directory.add(chunk, ceiling_of(chunk.data), self._span)
+        directory.add(chunk, ceiling_of(chunk.data), self._span, mean_length)
         self._chunked += len(self._tail) // _PAIR.size
         self._tail = bytearray()
         self._span = ()
 
-    def extend(self, recent):
+    def extend(self, recent, mean_length=None):
         """Add the postings of ``recent`` (packed _RECENT: docid, value, day), in order: ``append`` each, at once."""
         values = _ints(recent)
         pairs = _recent_pairs(recent)
@@ -494,7 +508,7 @@ class RankedPostings(Postings):
             self._tail += taken
             start += len(taken)
             if len(self._tail) >= chunk_bytes:
-                self._fill_chunk()
+                self._fill_chunk(mean_length)
 
     def packed_within(self, first, end):
         """The packed postings of the tail and of every chunk that may hold a message dated in [first, end) (seconds).
@@ -627,19 +641,28 @@ def chunk_groups_of(index):
             yield from directory.groups
 
 
-def split_chunks_of(index):
+def split_chunks_of(index, every=False):
     """Give the chunk groups of ``index``'s large words made before high postings were kept theirs; how many.
 
     Every chunk of such a group is read once, with a savepoint and the
     cache trimmed every SPLIT_BETWEEN_SAVEPOINTS chunks (as
-    ``rank_chunks_of``); a group made since is left as it is.
+    ``rank_chunks_of``); a group made since is left as it is. ``every``:
+    every group of the index's words and of its lists' (``ScopePostings``)
+    is split anew at the index's mean length (``split_high``), and each
+    list's postings learn their index.
     """
+    owners = [index]
+    if every and index._scopes is not None:
+        for scope in index._scopes.values():
+            scope.index = index
+            owners.append(scope)
+    mean_length = index.split_mean_length()
     split = chunks_read = 0
-    for postings in index._wordinfo.values():
+    for postings in (postings for owner in owners for postings in owner._wordinfo.values()):
         directory = getattr(postings, "_directory", None)
         if directory is None:
             continue
-        groups = directory.split_groups()
+        groups = directory.split_groups(mean_length, every)
         split += len(groups)
         # A common word has thousands of chunks: counted by chunks read.
         chunks_read += sum(len(group.chunks) for group in groups)
@@ -710,12 +733,19 @@ class ScopePostings(WordPostings, Persistent):
     """
 
     postings_class = RankedPostings
+    # The FullTextIndex whose list's postings these are, for its mean
+    # document length (``split_high``); None in those made before it was kept.
+    index = None
 
-    def __init__(self, name, number):
+    def __init__(self, name, number, index=None):
         self.name = name
         self.number = number
+        self.index = index
         self._wordinfo = AppendedBytes()
         self._recent = AppendedBytes()
+
+    def _extend_postings(self, postings, recent):
+        postings.extend(recent, mean_length=None if self.index is None else self.index.split_mean_length())
 
     def _take_postings(self, wid, pairs, days):
         """Give word ``wid`` (new here) ``pairs`` (int32 docid, value rows, in order) and their ``days`` (NO_DAY: unknown)."""
@@ -725,7 +755,7 @@ class ScopePostings(WordPostings, Persistent):
         postings = self.postings_class()
         rows = np.empty((len(pairs), _RECENT_INTS), dtype="<i4")
         rows[:, :2], rows[:, 2] = pairs, days
-        postings.extend(rows.tobytes())
+        self._extend_postings(postings, rows.tobytes())
         self._wordinfo[wid] = postings
 
 
@@ -885,6 +915,14 @@ class FullTextIndex(OkapiIndex):
         scope._add_new_document(docid, postings, day)
         self._scope_of[docid] = scope.number
 
+    def split_mean_length(self):
+        """The mean length of the documents now, BM25's: a group of chunks it closes keeps apart the postings that score best at it."""
+        count = self.documentCount()
+        return self._totaldoclen() / count if count else None
+
+    def _extend_postings(self, postings, recent):
+        postings.extend(recent, mean_length=self.split_mean_length())
+
     def _p_resolveConflict(self, old, committed, new):
         if set(committed) == set(new) and all(_same_references((value,), (new[key],))
                                               for key, value in committed.items()):
@@ -896,7 +934,7 @@ class FullTextIndex(OkapiIndex):
         scope = self._scopes.get(name)
         if scope is None:
             number = self._numbered.maxKey() + 1 if self._numbered else 1
-            scope = self._scopes[name] = self._numbered[number] = ScopePostings(name, number)
+            scope = self._scopes[name] = self._numbered[number] = ScopePostings(name, number, self)
         return scope
 
     def within(self, name):

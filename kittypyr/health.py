@@ -364,7 +364,7 @@ class Checker:
                        f"{len(wrong)} group(s) of chunks whose high postings disagree with the chunks")
             if self.repair:
                 for group in wrong:
-                    group.split()
+                    group.split(index.split_mean_length())
 
     def check_list_postings(self):
         """The text index's postings by list hold, of every word, the postings of the list's messages and no other."""

@@ -733,8 +733,12 @@ class WordPostings:
             if len(waiting) < held:
                 recent[wid] = bytes(waiting)
                 continue
-            wordinfo[wid].extend(waiting)
+            self._extend_postings(wordinfo[wid], waiting)
             recent.pop(wid, None)
+
+    def _extend_postings(self, postings, recent):
+        """Add ``recent`` (packed _RECENT) to the record ``postings`` of a large word."""
+        postings.extend(recent)
 
     def _add_new_document(self, docid, wid_counts, day=None):
         """Post ``docid`` (in none of the postings yet) under each of its words.

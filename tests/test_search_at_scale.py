@@ -460,13 +460,15 @@ def test_an_archive_made_before_groups_kept_high_postings_gets_them_at_start_up(
         transaction.commit()
     try:
         with started_again(app) as archive:
-            directory = archive.catalog["text"].index._wordinfo[wid]._directory
-            # The open chunks grouped as a new word's are, and every group split.
+            index = archive.catalog["text"].index
+            directory = index._wordinfo[wid]._directory
+            # The open chunks grouped as a new word's are, and every group split at the index's mean length.
             assert len(directory.open_chunks) == (100 - 64) % ChunkDirectory.GROUP_CHUNKS
             assert directory.chunks == chunks
+            mean_length = index.split_mean_length()
             for group in directory.groups:
-                assert group.highs == tuple(split_high(chunk.data)[0] for chunk in group.chunks)
-                assert group.rests == tuple(split_high(chunk.data)[1] for chunk in group.chunks)
+                assert group.highs == tuple(split_high(chunk.data, mean_length)[0] for chunk in group.chunks)
+                assert group.rests == tuple(split_high(chunk.data, mean_length)[1] for chunk in group.chunks)
     finally:
         with prepare(registry=app.registry) as env:
             env["root"].catalog["text"].index._wordinfo[wid] = ocelot

@@ -8,9 +8,11 @@ import pytest
 import ZODB
 from ZODB.FileStorage import FileStorage
 
+from kittypyr import fulltext
 from kittypyr.fulltext import FullTextIndex, WordImpacts, chunk_groups_of, evaluate, split_chunks_of
-from kittypyr.lexicon import Lexicon
+from kittypyr.lexicon import RECENT_MAX, Lexicon
 from tests.test_filtered_search_cost import EveryNth
+from tests.test_list_search import scoped_text
 
 DOCUMENTS = 40_000  # two words of about 64,000 postings: more than WORDS_SCORED_WHOLE_UP_TO
 PAGE = 20
@@ -283,3 +285,63 @@ def test_a_phrase_its_words_seldom_make_is_found_among_more_of_their_best(phrase
         scored, total, exact = index.best_words_scores(wids, 1000, None, 50, index.phrase_check(wids))
         assert dict(zip(scored.docids.tolist(), scored.scores.tolist())) == expected
         assert exact and total == len(expected)
+
+
+# Of the documents holding "heron", chunk by chunk: a few short ones, once;
+# some long ones, four times; most longer still, once. Among many short
+# documents without it, the index's mean length is a fifth of its chunks'.
+SHORT, LONG = 40, 80
+
+
+def heron_text(position):
+    """The text of the ``position``-th document holding "heron" (from 0)."""
+    at = position % fulltext.RankedPostings.CHUNK_PAIRS
+    if at < SHORT:
+        return "heron " + " ".join(FILLER[:4])
+    if at < LONG:
+        return " ".join(["heron"] * 4 + [FILLER[n % len(FILLER)] for n in range(96)])
+    return " ".join(["heron"] + [FILLER[n % len(FILLER)] for n in range(149)])
+
+
+def heron_lengths(groups):
+    """The length of each document a group keeps high, chunk by chunk."""
+    return [set((np.frombuffer(high, dtype="<i4")[1::2] & fulltext.LENGTH_MAX).tolist())
+            for group in groups for high in group.highs]
+
+
+def test_a_group_keeps_apart_the_postings_that_score_best_at_the_index_mean_length():
+    """The five-word documents score best at the index's mean length; the long ones at the chunks' own."""
+    index = FullTextIndex(Lexicon())
+    # Another list's first document: each list keeps postings of its own from then on.
+    index.index_doc(1, scoped_text("lorem", "other"))
+    docid = 1
+    for _ in range(20_000):
+        docid += 1
+        index.index_doc(docid, scoped_text("ipsum dolor amet", "dev"))
+    # A group's postings, and those a word's record takes at once after them.
+    group_postings = fulltext.ChunkDirectory.GROUP_CHUNKS * fulltext.RankedPostings.CHUNK_PAIRS + RECENT_MAX
+    for position in range(group_postings):
+        docid += 1
+        index.index_doc(docid, scoped_text(heron_text(position), "dev"))
+    wid, = index.word_ids(["heron"])
+    _, mean_length = index._statistics()
+    assert mean_length < 30
+    for postings in (index._wordinfo[wid], index._scopes["dev"]._wordinfo[wid]):
+        groups = postings._directory.groups
+        assert len(groups) == 1
+        # Of each chunk, HIGH_PAIRS of its SHORT five-word documents, no other.
+        assert heron_lengths(groups) == [{5}] * fulltext.ChunkDirectory.GROUP_CHUNKS
+
+    # As an index that picked them at the chunks' own mean kept them, until its upgrade.
+    for postings in (index._wordinfo[wid], index._scopes["dev"]._wordinfo[wid]):
+        for group in postings._directory.groups:
+            group.split(None)
+        assert heron_lengths(postings._directory.groups) != [{5}] * fulltext.ChunkDirectory.GROUP_CHUNKS
+    del index._scopes["dev"].index
+    every_group = [group for owner in (index, index._scopes["dev"]) for postings in owner._wordinfo.values()
+                   for group in getattr(getattr(postings, "_directory", None), "groups", ())]
+    assert split_chunks_of(index, every=True) == len(every_group)
+    for postings in (index._wordinfo[wid], index._scopes["dev"]._wordinfo[wid]):
+        assert heron_lengths(postings._directory.groups) == [{5}] * fulltext.ChunkDirectory.GROUP_CHUNKS
+        assert all(group.agrees() for group in postings._directory.groups)
+    assert index._scopes["dev"].index is index

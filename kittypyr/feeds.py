@@ -184,7 +184,11 @@ def _messages_feed(request, self_url, messages, title, page_url, subtitle, *key)
                          atom_date(updated) if updated else "1970-01-01T00:00:00Z", subtitle)
 
 
-@view_config(context=MailingList, name="feed", permission=NO_PERMISSION_REQUIRED)
+# The feeds check who may read them themselves (a feed reader has its key,
+# not a session) and change nothing: no form token is asked even of a
+# POST, which would otherwise answer 400 for a private list's thread that
+# exists and 403 for one that does not.
+@view_config(context=MailingList, name="feed", permission=NO_PERMISSION_REQUIRED, require_csrf=False)
 def list_feed(context, request):
     """``/list/<address>/feed/``: the newest messages; ``.../feed/threads``: the newest threads."""
     refused = _refusal(request, context)
@@ -215,7 +219,7 @@ def threads_feed(mailing_list, request):
                          obfuscate_address(mailing_list.description or ""))
 
 
-@view_config(context=Thread, name="t.atom", permission=NO_PERMISSION_REQUIRED)
+@view_config(context=Thread, name="t.atom", permission=NO_PERMISSION_REQUIRED, require_csrf=False)
 def thread_feed(context, request):
     """``/list/<address>/thread/<key>/t.atom``: the thread's newest messages."""
     mailing_list = context.mailing_list
@@ -229,16 +233,23 @@ def thread_feed(context, request):
                           f"A thread of {mailing_list.display_name}", context.__name__, len(context))
 
 
-@view_config(context=ThreadAlias, name="t.atom", permission=NO_PERMISSION_REQUIRED)
+@view_config(context=ThreadAlias, name="t.atom", permission=NO_PERMISSION_REQUIRED, require_csrf=False)
 def thread_alias_feed(context, request):
     """A merged thread's old key leads to the feed of the thread it joined, with its feed key.
 
     A feed reader has no session: its key is what lets it through, here as
-    on the feed itself, and goes along to the new address.
+    on the feed itself, and goes along to the new address. A reply's hash
+    in the JSON API's tree leads to a thread of the API, which has no feed:
+    404, once the reader may see the list (403 otherwise, as for a hash
+    never archived).
     """
-    refused = _refusal(request, context.target.mailing_list)
+    target = context.target
+    thread = target if isinstance(target, Thread) else target.thread
+    refused = _refusal(request, thread.mailing_list)
     if refused is not None:
         return refused
+    if thread is not target:
+        raise HTTPNotFound()
     location = request.resource_url(context.target, request.view_name)
     if request.query_string:
         location += "?" + request.query_string

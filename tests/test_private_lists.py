@@ -5,6 +5,7 @@ asks a real Mailman core the same questions.
 """
 
 from datetime import datetime, timezone
+from urllib.parse import quote
 
 import pytest
 import transaction
@@ -145,6 +146,36 @@ def test_the_api_answers_alike_whether_a_guessed_message_of_a_private_list_exist
     answers = {url: app.get(url, status="*") for url in GUESSED_API_URLS}
     assert {url: answer.status_int for url, answer in answers.items()} == dict.fromkeys(GUESSED_API_URLS, 403)
     assert len({answer.text for answer in answers.values()}) == 1
+
+
+GUESSED_FEED_URLS = [f"{tree}/list/{PRIVATE}/thread/{h(n)}/t.atom" for tree in ("", "/api") for n in (1, 2, 3, 9)]
+
+
+@pytest.mark.parametrize("reader", [None, OUTSIDER])
+def test_a_thread_feed_answers_alike_whether_a_guessed_message_of_a_private_list_exists(site, mailman, reader):
+    """Asked with GET or with POST (no form token: a feed changes nothing), a thread or reply is no different
+    from a hash never archived; the API's reply hash once answered 500 and a POST 400 for what exists."""
+    app = TestApp(site)
+    if reader is not None:
+        log_in(app, reader)
+    for ask in (app.get, app.post):
+        answers = {url: ask(url, status="*") for url in GUESSED_FEED_URLS}
+        assert [answer.status_int for answer in answers.values()] == [403] * len(answers)
+        # Alike but for the address asked, which a page's log-in link names.
+        for tree in ("", "/api"):
+            texts = {answer.text.replace(url, "URL").replace(quote(url, safe=""), "URL")
+                     for url, answer in answers.items() if url.startswith(f"{tree}/list/")}
+            assert len(texts) == 1, texts
+
+
+def test_a_member_follows_a_reply_to_its_thread_feed_and_the_api_has_none(site, mailman):
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    moved = app.get(f"/list/{PRIVATE}/thread/{h(2)}/t.atom", status=301)
+    assert moved.location.endswith(f"/list/{PRIVATE}/thread/{h(1)}/t.atom")
+    assert "<feed" in moved.follow().text
+    app.get(f"/api/list/{PRIVATE}/thread/{h(2)}/t.atom", status=404)
+    app.get(f"/api/list/{PRIVATE}/thread/{h(1)}/t.atom", status=404)
 
 
 def test_members_get_the_true_answer_of_the_api_for_each_hash(site, mailman):

@@ -995,7 +995,30 @@ def _large_base64(part):
     return binascii.a2b_base64(payload)
 
 
+# The transfer encodings the stdlib decodes, by the only names it knows them by.
+_DECODED_ENCODINGS = frozenset({"base64", "quoted-printable", "x-uuencode", "uuencode", "uue", "x-uue"})
+
+
+def _mend_transfer_encoding(part, index, notes):
+    """A Content-Transfer-Encoding naming a known encoding with more around it, as that name alone.
+
+    The stdlib decodes a part only when the whole value is the name:
+    ``base64 `` or ``base64; x`` left the part as base64 text, a body shown
+    and indexed encoded and an attachment served so.
+    """
+    value = part.get("content-transfer-encoding")
+    if value is None:
+        return
+    written = str(value)
+    words = written.split(";", 1)[0].split()
+    name = words[0].lower() if words else ""
+    if name in _DECODED_ENCODINGS and name != written.lower():
+        part.replace_header("content-transfer-encoding", name)
+        notes.add("part %d: Content-Transfer-Encoding %r read as %s" % (index, written, name))
+
+
 def _payload_bytes(part, index, notes):
+    _mend_transfer_encoding(part, index, notes)
     try:
         data = _large_base64(part)
         if data is None:
@@ -1345,6 +1368,9 @@ def _lines_end_in_bare_cr(data):
     return _CR_BEFORE_HEADER_LINE.search(header) is not None
 
 
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
 def _prepare(raw, notes):
     """Return (data, header_end, body_start, clean, fingerprint body).
 
@@ -1353,6 +1379,11 @@ def _prepare(raw, notes):
     every header line is a ``Name: value`` line or a continuation.
     """
     data = raw.lstrip()
+    if data.startswith(_BYTE_ORDER_MARK):
+        # An editor's, before the first header: that header would read as
+        # a line before the headers, and be skipped.
+        notes.add("byte order mark before the headers removed")
+        data = data[len(_BYTE_ORDER_MARK):].lstrip()
     if not data:
         raise UnparseableMessage("empty message")
     if _lines_end_in_bare_cr(data):

@@ -854,3 +854,38 @@ def test_a_references_header_of_thousands_of_ids_is_read_in_linear_time():
     mail = parse(raw)
     assert time.process_time() - started < 5
     assert mail.references == tuple(i.strip("<>") for i in ids)
+
+
+@pytest.mark.parametrize("first", [b"Message-ID: <bom@example.org>\n", b"From: Ann <ann@example.org>\n"])
+def test_a_byte_order_mark_before_the_headers_keeps_the_first_header(first):
+    headers = [b"Message-ID: <bom@example.org>\n", b"From: Ann <ann@example.org>\n"]
+    others = b"".join(header for header in headers if header != first)
+    mail = parse_message(b"\xef\xbb\xbf" + first + others + b"Subject: Hello\nDate: Wed, 1 Jan 2020 12:00:00 +0000\n"
+                         b"\nThe body.\n")
+    assert mail.message_id == "bom@example.org" and not mail.message_id_derived
+    assert (mail.sender_name, mail.sender_address) == ("Ann", "ann@example.org")
+    assert mail.subject == "Hello" and mail.body_text == "The body."
+    assert any("byte order mark" in note for note in mail.defects)
+
+
+@pytest.mark.parametrize("encoding", [b"base64 ", b"base64\t", b"Base64 ; x", b"quoted-printable ", b"base64 (sent so)"])
+def test_a_transfer_encoding_with_spaces_or_parameters_is_decoded(encoding):
+    import quopri
+
+    data = bytes(range(256)) * 4
+    text = "zanzibarword in the body, café\n".encode("utf-8")
+
+    def encoded(payload):
+        return quopri.encodestring(payload) if encoding.strip().lower().startswith(b"quoted") \
+            else base64.encodebytes(payload)
+
+    raw = (b"From: Ann <ann@example.org>\nSubject: cte\nMessage-ID: <cte@example.org>\n"
+           b"Date: Wed, 1 Jan 2020 12:00:00 +0000\nMIME-Version: 1.0\n"
+           b"Content-Type: multipart/mixed; boundary=b\n\n"
+           b"--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: %s\n\n%s\n"
+           b"--b\nContent-Type: application/octet-stream; name=a.bin\nContent-Transfer-Encoding: %s\n\n%s\n--b--\n"
+           % (encoding, encoded(text), encoding, encoded(data)))
+    mail = parse_message(raw)
+    assert mail.body_text == "zanzibarword in the body, café"
+    assert [attachment.data for attachment in mail.attachments] == [data]
+    assert any("Content-Transfer-Encoding" in note for note in mail.defects)

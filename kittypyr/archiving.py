@@ -120,8 +120,9 @@ def _same_mail(stored, parsed):
         # Another archive's copy of the same post: Mailman 2's month files
         # hold it decoded and its attachments scrubbed, so its body differs;
         # its Date and sender do not. A mail reusing an id is written at
-        # another moment.
-        return bool(parsed.dated_by_header and stored.dated_by_header and stored.date == parsed.date
+        # another moment. The empty id names no post: two a sender wrote
+        # in one second without one are two.
+        return bool(parsed.message_id and parsed.dated_by_header and stored.dated_by_header and stored.date == parsed.date
                     and stored.sender_address
                     and stored.sender_address.lower() == (parsed.sender_address or "").lower())
     # One short body ("+1", "Thanks!") posted twice under one Message-ID

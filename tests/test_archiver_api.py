@@ -437,3 +437,21 @@ def test_different_posts_of_one_body_under_one_message_id_are_all_kept(app):
     assert [post(browser, raw).json["url"] for raw in posts] == urls
     with prepare(registry=app.registry) as env:
         assert archive_info(env["root"], LIST)["messages"] == 3
+
+
+@pytest.mark.parametrize("header", ["Message-ID: <>", "Message-ID:"])
+def test_two_posts_of_one_sender_in_one_second_with_an_empty_message_id_are_both_kept(app, header):
+    # An empty id names no mail: another archive's copy of a post is told
+    # by its id, date and sender, and an empty id is no id.
+    browser = TestApp(app)
+    urls = []
+    for subject, word in (("first post", "alphaword"), ("second post", "betaword")):
+        raw = (f"From: Ann <ann@example.org>\nSubject: {subject}\n{header}\n"
+               f"Date: Wed, 1 Jan 2020 12:00:00 +0000\n\n{word} in the body\n").encode()
+        urls.append(post(browser, raw).json["url"])
+    assert urls[0] != urls[1]
+    for url, word in zip(urls, ("alphaword", "betaword")):
+        assert word in browser.get(url.replace("https://lists.example.org/archives", "")).text
+        assert browser.get("/api/search", {"q": word}).json["count"] == 1
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 2

@@ -455,3 +455,15 @@ def test_two_posts_of_one_sender_in_one_second_with_an_empty_message_id_are_both
         assert browser.get("/api/search", {"q": word}).json["count"] == 1
     with prepare(registry=app.registry) as env:
         assert archive_info(env["root"], LIST)["messages"] == 2
+
+
+@pytest.mark.parametrize("content_type", [b"text/plain; charset=utf-16", b"message/rfc822; charset=bogus"])
+def test_a_form_that_cannot_be_read_is_400_not_a_503_at_every_retry(app, content_type):
+    raw = b"From: a@example.org\nSubject: s\nMessage-ID: <form1@example.org>\n\nbody\n"
+    body = (b'--xx\r\nContent-Disposition: form-data; name="mlist"\r\n\r\n' + LIST.encode()
+            + b'\r\n--xx\r\nContent-Disposition: form-data; name="message"; filename="message.txt"\r\n'
+            + b"Content-Type: " + content_type + b"\r\n\r\n" + raw + b"\r\n--xx--\r\n")
+    browser = TestApp(app)
+    answer = browser.post("/api/mailman/archive", body, status=400,
+                          headers={**AUTH, "Content-Type": "multipart/form-data; boundary=xx"})
+    assert "form" in answer.json["error"]

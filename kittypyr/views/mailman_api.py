@@ -47,7 +47,7 @@ def archive(context, request):
     send it again, so every answer here is decided before it is given.
     """
     _check_caller(request)
-    list_address = normalize_list_address(request.POST.get("mlist", ""))
+    list_address = normalize_list_address(_form(request).get("mlist", ""))
     if list_address is None:
         # Never a new list, and not a 5xx that Mailman would resend forever.
         raise HTTPBadRequest(json_body={"error": "mlist is not a list's posting address"})
@@ -88,7 +88,7 @@ def _uploaded_bytes(request):
     form, whose upload the first attempt read to its end: read it from its
     start every time.
     """
-    upload = request.POST.get("message")
+    upload = _form(request).get("message")
     stream = getattr(upload, "file", None)
     if stream is None:
         raise HTTPBadRequest(json_body={"error": "expected a file upload named message"})
@@ -124,6 +124,18 @@ def urls(context, request):
         # ids in one header, quotes or brackets inside give the same permalink.
         return {"url": message_url(request, list_address, message_id_of_header(f"<{message_id}>"))}
     return {"url": list_url(request, list_address)}
+
+
+def _form(request):
+    """The request's form fields; 400 when they cannot be read, which no retry changes.
+
+    A part declaring a charset its name is not written in (or none that
+    exists) would otherwise be a 503, and Mailman would send it for ever.
+    """
+    try:
+        return request.POST
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise HTTPBadRequest(json_body={"error": f"the form could not be read: {exc}"})
 
 
 def _storage_trouble(exc, request):

@@ -203,8 +203,11 @@ def store_parsed(mailing_list, parsed, registry=None):
     if message.attachments:
         mailing_list.attachment_count.change(len(message.attachments))
 
-    _adopt_waiting(mailing_list, message, registry)
+    # Counted where it arrived first: mail waiting for it may carry it
+    # along to another thread as it moves below it, and that move is
+    # counted as a move (MessageMoved) of what is counted already.
     notify(MessageArchived(message, mailing_list), registry)
+    _adopt_waiting(mailing_list, message, registry)
     return StoreResult(ARCHIVED, message)
 
 

@@ -257,3 +257,39 @@ def test_top_posters_of_all_time_follow_posts_and_deletions(archive, config):
     assert activity.top_senders_ever(2) == [("carl@example.org", "Carl", 32), ("bob@example.org", "Bob", 17)]
     rebuild_activity(mailing_list)
     assert activity_of(mailing_list).top_senders_ever(4) == activity.top_senders_ever(4)
+
+
+
+def test_a_reply_that_moves_its_own_parent_into_another_thread_is_counted_once(tmp_path):
+    """N answers A, which waited for N: N's arrival moves A below a better parent, with N below it."""
+    from pyramid.scripting import prepare
+    from webtest import TestApp
+
+    from kittypyr.health import check_archive
+    from tests.test_archiver_api import LIST, make, post
+
+    app = make(tmp_path)
+    try:
+        browser = TestApp(app)
+
+        def send(name, date, headers=""):
+            post(browser, (f"From: {name}@example.org\nSubject: {name}\nMessage-ID: <{name}@example.org>\n"
+                           f"Date: {date}\n{headers}\n{name}\n").encode())
+
+        # a answers p, and names n less; neither is there yet.
+        send("a", "Mon, 3 Feb 2020 12:00:00 +0000", "In-Reply-To: <p@example.org>\nReferences: <n@example.org>\n")
+        # p answers r, not there yet, and names a: below a for now.
+        send("p", "Sat, 1 Feb 2020 13:00:00 +0000", "In-Reply-To: <r@example.org>\nReferences: <a@example.org>\n")
+        send("r", "Mon, 3 Feb 2020 12:05:00 +0000")  # p moves below r, into r's thread
+        # n answers a: a, waiting for n, moves below p, with n.
+        send("n", "Sat, 1 Feb 2020 12:00:00 +0000", "In-Reply-To: <a@example.org>\n")
+        thread = message_id_hash("<r@example.org>")
+        assert len(browser.get(f"/api/list/{LIST}/thread/{thread}/").json["emails"]["results"]) == 4
+        with prepare(registry=app.registry) as env:
+            mailing_list = env["root"].lists[LIST]
+            assert activity_of(mailing_list).busiest_threads(date(2020, 2, 3), days=3) == [(thread, 4)]
+            findings, _ = check_archive(env["root"])
+            assert findings == []
+            transaction.abort()
+    finally:
+        app.registry._zodb_databases[""].close()

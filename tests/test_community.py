@@ -370,7 +370,9 @@ def test_a_lists_moderators_take_a_tag_off_a_thread_for_everyone(site, mailman):
     assert anonymous.get(f"/list/{PUBLIC}/tag/buy-cheap-pills/").html.select("ol.threads li") == []
     with prepare(registry=site.registry) as env:
         entry = env["root"].audit_log.newest(size=1, list_address=PUBLIC)[0]
-        assert entry.actor == ADA[1] and "buy-cheap-pills" in entry.summary and entry.threads == (h(0),)
+        assert entry.actor == ADA[1] and entry.threads == (h(0),)
+        # By its key, never its subject: the log outlives what it names (a thread deleted after).
+        assert entry.summary == f"Took the tag buy-cheap-pills off the thread {h(0)}"
         transaction.abort()
 
 

@@ -273,7 +273,9 @@ def drop_thread_tag(context, request):
         mailing_list = context.mailing_list
         request.root.audit_log.add(AuditEntry(
             "drop-tag", user.address, user.name, (mailing_list.address,),
-            f"Took the tag {tag} off the thread {context.subject!r}", threads=(context.__name__,)))
+            # Named by its key, as every entry names what it touched: the
+            # log keeps no content of a thread deleted later.
+            f"Took the tag {tag} off the thread {context.__name__}", threads=(context.__name__,)))
     return _back(request, context)
 
 

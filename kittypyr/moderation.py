@@ -72,7 +72,7 @@ def delete_messages(mailing_list, hashes, actor, reason="", registry=None, actio
         thread = threads.data[message.thread]
         starts.setdefault(thread, thread.date_started)
         records.append((mailing_list.address, message.__name__, thread.__name__, message.date.isoformat()))
-        _delete_one(mailing_list, message, thread, now)
+        _delete_one(mailing_list, message, thread, now, registry)
     gone_threads = []
     for thread, start in starts.items():
         note_restart(thread, start, registry)
@@ -94,7 +94,7 @@ def delete_messages(mailing_list, hashes, actor, reason="", registry=None, actio
     return entry
 
 
-def _delete_one(mailing_list, message, thread, now):
+def _delete_one(mailing_list, message, thread, now, registry=None):
     """Take ``message`` out of ``thread`` and the list, leaving a tombstone."""
     messages = mailing_list.messages
     name = message.__name__
@@ -104,6 +104,9 @@ def _delete_one(mailing_list, message, thread, now):
     thread.remove_message(message)
     for child in orphans:
         messages.data[child].parent = parent
+        if parent is None:
+            # A first message of its thread now: ``is:first`` finds it.
+            notify(ObjectModified(messages.data[child], indexes=("is",)), registry)
     stop_waiting(mailing_list, message)
     # Unindexed and uncounted by the subscribers to ObjectWillBeRemoved.
     messages.remove(name)

@@ -116,6 +116,25 @@ def test_a_message_whose_parent_comes_later_or_that_is_deleted_leaves_the_keywor
         app.registry._zodb_databases[""].close()
 
 
+def test_a_reply_whose_thread_loses_its_first_message_is_found_as_first(tmp_path):
+    app = make_app(tmp_path)
+    try:
+        _archive_one(app, mail(4, "Where is smpboot?\n", subject="smpboot"))
+        _archive_one(app, mail(5, SIMILAR_PATCH, subject="Re: smpboot", reply_to=4))
+        _archive_one(app, mail(6, "And smp.c?\n", subject="Re: smpboot", reply_to=5))
+        assert found(app, "is:first")[0] == [4]
+        with prepare(registry=app.registry) as env:
+            mailing_list = env["root"].lists[DEV]
+            moderation.delete_messages(mailing_list, [message_id_hash("<r4@example.org>")], MOD,
+                                       registry=app.registry)
+            transaction.commit()
+        # Its reply opens the thread now; the reply to that reply does not.
+        assert found(app, "is:first")[0] == [5]
+        assert found(app, "is:reply")[0] == [5, 6]
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 def _as_older_kittypyr_made_it(index, older_class):
     """``index``'s entries in an ``older_class``, each document's keywords or each value's docids a set."""
     old = older_class(index.discriminator)

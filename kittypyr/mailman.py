@@ -8,6 +8,7 @@ a 200 and sends it again with the next one, forever; so a duplicate answers
 trouble with the storage answers an error, so that Mailman keeps the mail.
 """
 
+import hashlib
 import hmac
 import logging
 import threading
@@ -151,12 +152,20 @@ def check_login(registry, address, password):
     return address, user.display_name or "", str(user.user_id)
 
 
-def has_account(client, address):
-    """Whether Mailman has a user of ``address`` (the one logging in checks the password of).
+def account_of(client, address):
+    """What tells the account of ``address`` (the one logging in checks the password of) apart now; None if none.
 
-    Raises ``MailmanUnavailable`` when Mailman cannot say.
+    Its user id and a digest of its password's hash, as Mailman keeps it:
+    another account made for the address since, or a new password, is
+    another string, and a session opened for the one before ends
+    (``kittypyr.security.current_user``). Raises ``MailmanUnavailable``
+    when Mailman cannot say.
     """
-    return _ask(client.get_user, address, answers={404: _ANSWERED}) is not _ANSWERED
+    user = _ask(client.get_user, address, answers={404: _ANSWERED})
+    if user is _ANSWERED:
+        return None
+    password = (getattr(user, "rest_data", None) or {}).get("password") or ""
+    return f"{user.user_id}:{hashlib.sha256(password.encode('utf-8')).hexdigest()[:16]}"
 
 
 class AccountExists(Exception):

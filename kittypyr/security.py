@@ -43,7 +43,7 @@ from pyramid_zodbconn import get_connection
 from webob.cookies import make_cookie
 
 from kittypyr.bootstrap import ROOT_KEY
-from kittypyr.mailman import has_account, list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
+from kittypyr.mailman import account_of, list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class User:
     address: str
     display_name: str = ""
     user_id: str = ""
+    # The account the session was opened for (``kittypyr.mailman.account_of``); "" when unknown.
+    account: str = ""
 
     @property
     def name(self):
@@ -95,6 +97,11 @@ class Memberships:
 
     def has_account(self, registry, address):
         """Whether Mailman still has an account of ``address``: deleted there, its sessions end."""
+        return bool(self._known(registry, address)[1])
+
+    def account(self, registry, address):
+        """The account of ``address`` as ``kittypyr.mailman.account_of`` tells it; True when it
+        cannot be told (no Mailman, or Mailman did not answer); False when there is none."""
         return self._known(registry, address)[1]
 
     def _known(self, registry, address):
@@ -115,18 +122,19 @@ class Memberships:
             self.entries.pop(address, None)
 
     def _fetch(self, registry, address):
-        """``(roles, account exists, failed)`` from Mailman."""
+        """``(roles, account, failed)`` from Mailman: the account as ``account_of`` tells it, or False."""
         client = mailman_client(registry)
         if client is None:
             return frozenset(), True, False
         try:
-            if not has_account(client, address):
+            account = account_of(client, address)
+            if account is None:
                 return frozenset(), False, False
             if "*" in address:
                 # Mailman reads a subscriber with "*" as a pattern of addresses and
                 # names ("*@example.org": every member there): such an address
                 # would hold everyone's roles. It can hold none of its own.
-                return frozenset(), True, False
+                return frozenset(), account, False
             _, found = client._connection.call("members/find", {"subscriber": address})
         except Exception as exc:  # refused connections, timeouts and HTTP errors alike
             log.warning("could not fetch the account and list roles of %s from Mailman: %r", address, exc)
@@ -137,7 +145,7 @@ class Memberships:
         own = address.lower()
         roles = frozenset((entry["list_id"], entry["role"]) for entry in entries
                           if entry.get("role") in ROLES and (entry.get("email") or "").lower() == own)
-        return roles, True, False
+        return roles, account, False
 
 
 @functools.lru_cache(maxsize=8)
@@ -166,9 +174,16 @@ def current_user(request):
     # generation of an account that has not logged out since.
     if data.get("generation", 0) != session_generation(request, data["address"]):
         return None
-    if not memberships.has_account(request.registry, data["address"]):
+    account = memberships.account(request.registry, data["address"])
+    if not account:
         return None
-    return User(data["address"], data.get("display_name", ""), data.get("user_id", ""))
+    # Opened for another account of the address (deleted and made again
+    # since) or before its password changed: a copy of the cookie must not
+    # outlive either. A session from before accounts were told apart has none.
+    opened_for = data.get("account")
+    if opened_for and isinstance(account, str) and opened_for != account:
+        return None
+    return User(data["address"], data.get("display_name", ""), data.get("user_id", ""), opened_for or "")
 
 
 def session_generation(request, address):
@@ -248,7 +263,7 @@ class SecurityPolicy:
         """Start a fresh session for ``user`` (never reuse one from before login)."""
         request.session.invalidate()
         request.session["user"] = {"address": user.address, "display_name": user.display_name,
-                                   "user_id": user.user_id,
+                                   "user_id": user.user_id, "account": user.account or None,
                                    "generation": session_generation(request, user.address)}
         request.session.new_csrf_token()
         if not request.script_name:

@@ -21,6 +21,7 @@ class FakeMailman:
         self.passwords = {}
         self.names = {}
         self.roles = {}
+        self.made = {}  # address -> how many accounts it has had
         monkeypatch.setattr(account_views, "check_login", self.check_login)
         monkeypatch.setattr(security.memberships, "_fetch", self.fetch)
         # It answers: pages offer logging in, replying and voting.
@@ -29,9 +30,15 @@ class FakeMailman:
 
     def add_user(self, address, name="", password=PASSWORD, roles=()):
         """``roles``: ``(list address, role)`` pairs, role one of member, owner, moderator."""
+        if address not in self.passwords:
+            self.made[address] = self.made.get(address, 0) + 1
         self.passwords[address] = password
         self.names[address] = name
         self.roles[address] = set(roles)
+        security.memberships.forget(address)
+
+    def change_password(self, address, password):
+        self.passwords[address] = password
         security.memberships.forget(address)
 
     def check_login(self, registry, address, password):
@@ -47,7 +54,10 @@ class FakeMailman:
     def fetch(self, registry, address):
         roles = self.roles.get(address, ())
         roles = frozenset((security.list_id_of(list_address), role) for list_address, role in roles)
-        return roles, address in self.passwords, False
+        if address not in self.passwords:
+            return roles, False, False
+        # As kittypyr.mailman.account_of tells accounts apart: which one, and its password.
+        return roles, f"id-{address}-{self.made[address]}:{self.passwords[address]}", False
 
 
 def forget_login_failures(app):

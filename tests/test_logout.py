@@ -111,6 +111,33 @@ def test_an_account_deleted_in_mailman_ends_its_sessions(site, mailman):
     assert "Budget" in browser.get(f"/list/{PRIVATE}/").text
 
 
+def test_a_password_changed_in_mailman_ends_the_sessions_opened_before(site, mailman):
+    """A reader who changes a password a thief may know: the thief's copy of the cookie logs no one in."""
+    browser = TestApp(site)
+    log_in(browser, MEMBER)
+    copied = browser.cookies[COOKIE]
+    assert "Budget" in replay(site, copied).get(f"/list/{PRIVATE}/").text
+    mailman.change_password(MEMBER, "a new password")  # and a minute passes
+    assert_anonymous(replay(site, copied))
+    assert_anonymous(browser)
+    assert log_in(browser, MEMBER, "a new password").status_int == 303
+    assert "Budget" in browser.get(f"/list/{PRIVATE}/").text
+    assert_anonymous(replay(site, copied))
+
+
+def test_a_session_of_a_deleted_account_does_not_come_back_with_a_new_account_of_its_address(site, mailman):
+    browser = TestApp(site)
+    log_in(browser, MEMBER)
+    copied = browser.cookies[COOKIE]
+    mailman.remove_user(MEMBER)  # to shut a thief out, and a minute passes
+    assert_anonymous(replay(site, copied))
+    # The address's owner signs up again: another account, the same password even.
+    mailman.add_user(MEMBER, "Mia Member", roles=[(PRIVATE, "member")])
+    assert_anonymous(replay(site, copied))
+    assert log_in(browser, MEMBER).status_int == 303
+    assert "Budget" in browser.get(f"/list/{PRIVATE}/").text
+
+
 def shared_app(folder, storage):
     folder.mkdir()
     return main({}, **{

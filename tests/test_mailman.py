@@ -217,6 +217,22 @@ def test_an_account_deleted_in_mailman_is_logged_out_of_the_archive(stack):
     assert "Leaving Member" not in front and "Log in" in front
 
 
+def test_a_password_changed_in_mailman_ends_the_archives_sessions(stack):
+    path = post(stack, 14, "Board only, once more", to=PRIVATE)
+    changing = "changing@example.org"
+    stack.create_user(changing, "Changing Member", PASSWORD, stack.core.client().get_list(PRIVATE))
+    reader = stack.archive.reader()
+    assert reader.log_in(changing, PASSWORD).status_code == 303
+    wait_until(lambda: reader.get(path).status_code == 200)
+    user = stack.core.client().get_user(changing)
+    user.password = "another password, for a thief knew the first"
+    user.save()
+    wait_until(lambda: reader.get(path).status_code == 403, timeout=30)
+    assert "Changing Member" not in reader.get("/").text
+    assert reader.log_in(changing, "another password, for a thief knew the first").status_code == 303
+    wait_until(lambda: reader.get(path).status_code == 200)
+
+
 def test_a_reply_from_the_web_goes_through_mailman_into_the_same_thread(stack):
     parent = post(stack, 20, "Which compiler?")
     archived(stack, parent)

@@ -113,7 +113,10 @@ def login(context, request):
     # Mailman just accepted the account: what this process kept of it (its
     # roles, that it was deleted, if it was made again since) is stale.
     memberships.forget(address)
-    headers = remember(request, User(address, display_name, user_id))
+    # The account logged in to: a password changed, or the account made
+    # again, ends this session (security.current_user).
+    account = memberships.account(request.registry, address)
+    headers = remember(request, User(address, display_name, user_id, account if isinstance(account, str) else ""))
     return HTTPSeeOther(came_from, headers=headers)
 
 

@@ -345,6 +345,10 @@ class _Decompressing:
         self._member_output = 0  # bytes the current member has given so far (checked, for bzip2)
         self._members_done = 0
         self.damage_after_end = None
+        # Whether the members before that damage ended inside a message:
+        # mbox writers end each message with a blank line.
+        self.cut_inside_message = False
+        self._last_bytes = b""
 
     def __enter__(self):
         return self
@@ -398,11 +402,16 @@ class _Decompressing:
             if self._member_output == 0 and self._members_done:
                 self.damage_after_end = exc
                 self._eof = True
-                return b"".join(parts)
+                given = b"".join(parts)
+                tail = (self._last_bytes + given)[-4:].replace(b"\r", b"")
+                self.cut_inside_message = bool(tail) and not tail.endswith(b"\n\n")
+                return given
             self._error = exc
             if not parts:
                 raise
-        return b"".join(parts)
+        given = b"".join(parts)
+        self._last_bytes = (self._last_bytes + given)[-4:]
+        return given
 
     def _decompress(self, decompressor, most):
         # bzip2 and xz can make gigabytes of a few kilobytes: no more than
@@ -667,10 +676,28 @@ def read_mail(path) -> Iterator[RawMail]:
             # first envelope line was lost looks just like one.
             messages = _split_mbox(_LineFeeds(stream) if lone_returns else stream, path, kind == "pipermail",
                                    headless=kind == "eml", starts_inside=kind == "inside")
-            for message in messages:
-                count += 1
-                yield message
+            # Each message is given once the next is found: the last one
+            # may end where a damaged compressed member starts, cut short.
+            held = None
+            try:
+                for message in messages:
+                    if held is not None:
+                        count += 1
+                        yield held
+                    held = message
+            except (OSError, EOFError, zlib.error, _CorruptData):
+                # Found before the damage, it ended where the next began.
+                if held is not None:
+                    count += 1
+                    yield held
+                raise
             damage = getattr(stream, "damage_after_end", None)
+            if damage is not None and held is not None and stream.cut_inside_message:
+                raise MailSourceError(path, f"{_describe(damage)} where a new compressed member starts, inside a"
+                                            f" message, which is left out (after {count} complete messages)")
+            if held is not None:
+                count += 1
+                yield held
             if damage is not None:
                 raise MailSourceError(path, f"{_describe(damage)} where a new compressed member starts"
                                             f" (after {count} complete messages, all read)")

@@ -888,3 +888,36 @@ def test_a_file_truncated_in_its_first_block_says_so(tmp_path, suffix):
     assert "compressed data ends early" in str(caught.value)
     assert "new compressed member" not in str(caught.value) and "all read" not in str(caught.value)
     assert "after 0 complete messages" in str(caught.value) or got
+
+
+def test_a_message_cut_where_a_damaged_compressed_member_starts_is_left_out_and_named(tmp_path):
+    """Members as ``cat a.gz b.gz`` writes them; the second damaged at its start, the first ending in a body."""
+    messages = [_message(n, b"line one of message %d\nline two, the end of it: tailword%d\n" % (n, n))
+                for n in range(1, 7)]
+    whole = _mbox(*messages)
+    cut = whole.index(b"line two, the end of it: tailword4")
+    path = _write(tmp_path, "cut.mbox.gz", gzip.compress(whole[:cut]) + gzip.compress(whole[cut:])[:12])
+
+    got = []
+    with pytest.raises(MailSourceError) as caught:
+        for mail in read_mail(path):
+            got.append(mail)
+    # The fourth is cut short: not read, as where a single member ends early.
+    assert [mail.raw for mail in got] == messages[:3]
+    assert "after 3 complete messages" in str(caught.value) and "all read" not in str(caught.value)
+    assert "where a new compressed member starts" in str(caught.value)
+
+
+def test_members_that_end_between_messages_before_a_damaged_one_are_all_read(tmp_path):
+    messages = [_message(n) for n in range(1, 7)]
+    whole = _mbox(*messages)
+    cut = whole.index(b"From user@example.com", len(_mbox(*messages[:3])) - 1)
+    path = _write(tmp_path, "joined.mbox.gz", gzip.compress(whole[:cut]) + gzip.compress(whole[cut:])
+                  + gzip.compress(whole)[:12])
+
+    got = []
+    with pytest.raises(MailSourceError) as caught:
+        for mail in read_mail(path):
+            got.append(mail)
+    assert [mail.raw for mail in got] == messages
+    assert "(after 6 complete messages, all read)" in str(caught.value)

@@ -61,3 +61,13 @@ def test_a_private_list_in_capitals_stays_closed(browser):
     for asked in ("/list/BOARD@lists.example.org/", "/api/list/BOARD@lists.example.org/"):
         closed = browser.get(asked, status=301).follow(status=403)
         assert "Secret plans" not in closed.text
+
+
+@pytest.mark.parametrize("tree", ["/list", "/api/list"])
+def test_a_path_deeper_than_any_page_below_an_address_in_capitals_is_none(browser, tree):
+    # Each name of the path was kept by a copy of all those before it:
+    # 16,000 names (a URL of 32 KB) held a gigabyte.
+    browser.get(f"{tree}/{SHOUTED}/" + "a/" * 16_000, status=404)
+    browser.get(f"{tree}/{LIST}/" + "a/" * 16_000, status=404)
+    deep = browser.get(f"{tree}/{SHOUTED}/" + "a/" * 30, status=301)
+    assert deep.location == f"http://localhost{tree}/{LIST}/" + "a/" * 30

@@ -61,16 +61,32 @@ class ListAlias:
     ``rest`` holds the names traversed after the address.
     """
 
-    def __init__(self, name, parent, target, rest=()):
+    # No page of a list lies deeper below it than a few names: a longer
+    # path is none, and answers as any path no page has.
+    DEPTH_MAX = 32
+
+    def __init__(self, name, parent, target, depth=0):
         self.__name__ = name
         self.__parent__ = parent
         self.target = target
-        self.rest = rest
+        self.depth = depth
 
     def __getitem__(self, name):
         # Traversal goes on through the whole path, so the redirect keeps it
         # (and no view name is left over to miss).
-        return ListAlias(name, self, self.target, self.rest + (name,))
+        if self.depth >= self.DEPTH_MAX:
+            raise KeyError(name)
+        return ListAlias(name, self, self.target, self.depth + 1)
+
+    @property
+    def rest(self):
+        """The names traversed after the address, read up the aliases (each keeps only its own)."""
+        names = []
+        alias = self
+        while alias.depth:
+            names.append(alias.__name__)
+            alias = alias.__parent__
+        return tuple(reversed(names))
 
 
 class TagFolder:

@@ -86,6 +86,9 @@ def test_each_message_page_redirects_to_its_message(app, tmp_path):
     # A number Pipermail never gave (a gap) is not a message.
     browser.get("/pipermail/dev/2007-March/000002.html", status=404)
     assert browser.get(message_url(posts[2].message_id)).status_int == 200
+    # Nor is a number no int() can read (a 500 before), nor one in other digits (a second address).
+    browser.get("/pipermail/dev/2007-March/" + "1" * 4301 + ".html", status=404)
+    browser.get("/pipermail/dev/2007-March/" + quote("\u0660" * 5 + "\u0661") + ".html", status=404)
 
 
 def test_early_pages_name_the_parent_in_their_reply_link(app, tmp_path):

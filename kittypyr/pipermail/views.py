@@ -32,7 +32,9 @@ from kittypyr.views.accounts import refusal_page
 from kittypyr.views.presentation import file_label
 from kittypyr.views.threads import attachment_url
 
-_MESSAGE_PAGE = re.compile(r"^(\d{6,})\.html$")
+# Pipermail numbers its pages with six digits or more (ASCII ones: "٠٠٠٠٠١"
+# would be a second address of page 1); no archive reaches twelve.
+_MESSAGE_PAGE = re.compile(r"^([0-9]{6,12})\.html$")
 _VOLUME_TEXT = re.compile(r"^([\w-]+)\.txt(?:\.gz)?$")
 _VOLUME_INDEXES = ("", "date.html", "thread.html", "subject.html", "author.html", "index.html")
 WEEK = timedelta(days=7)

@@ -422,3 +422,23 @@ def test_a_twenty_thousand_line_body_renders_quickly():
 )
 def test_pathological_bodies_stay_linear(body):
     assert _timed(body) < 2.0
+
+
+def test_the_cache_of_rendered_bodies_keeps_a_bounded_amount_of_html():
+    """A quote line renders to some 35 times its size: 5,000 such bodies of 256 KB would be tens of GB kept."""
+    from types import SimpleNamespace
+
+    from kittypyr.views.threads import RenderedBodies
+
+    cache = RenderedBodies(capacity=5000, max_chars=16_000_000)
+    body = "a\n>\n" * 5_000  # 20,000 characters, some 700,000 of HTML
+    for n in range(40):
+        message = SimpleNamespace(_p_oid=b"%08d" % n, _p_serial=b"\0" * 8, body_text=body)
+        assert "blockquote" in cache(message)
+    assert 0 < cache.chars <= 16_000_000
+    assert cache.chars == sum(len(html) for html in cache.entries.values())
+    assert 0 < len(cache.entries) < 40
+    # What would fill a sixteenth of it alone is rendered every time, not kept.
+    huge = SimpleNamespace(_p_oid=b"huge", _p_serial=b"\0" * 8, body_text=body * 10)
+    cache(huge)
+    assert all(key[0] != b"huge" for key in cache.entries)

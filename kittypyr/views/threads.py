@@ -79,11 +79,17 @@ class RenderedBodies:
 
     A thread page renders every body in it; keeping the HTML of recently
     shown messages makes popular threads cheap. The key includes the
-    object's serial, so an edited message is never served stale.
+    object's serial, so an edited message is never served stale. Bounded
+    by count and by the characters kept: a body's HTML can be some 35
+    times its text (a line of text and a line of quote in turn), so 5,000
+    bodies of 256 KB could have kept tens of gigabytes in every process.
+    A body whose HTML alone would take a sixteenth of it is not kept.
     """
 
-    def __init__(self, capacity=5000):
+    def __init__(self, capacity=5000, max_chars=32 * 1024 * 1024):
         self.capacity = capacity
+        self.max_chars = max_chars
+        self.chars = 0
         self.entries = collections.OrderedDict()
         self.lock = threading.Lock()
 
@@ -98,11 +104,13 @@ class RenderedBodies:
                     self.entries.move_to_end(key)
                     return html
         html = render_body(shown_part(message.body_text), **options)
-        if key is not None:
+        if key is not None and len(html) <= self.max_chars // 16:
             with self.lock:
-                self.entries[key] = html
-                if len(self.entries) > self.capacity:
-                    self.entries.popitem(last=False)
+                if key not in self.entries:
+                    self.entries[key] = html
+                    self.chars += len(html)
+                while self.entries and (len(self.entries) > self.capacity or self.chars > self.max_chars):
+                    self.chars -= len(self.entries.popitem(last=False)[1])
         return html
 
 

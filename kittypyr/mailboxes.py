@@ -182,6 +182,10 @@ _WRITER_ENVELOPE = re.compile(
 )
 
 _FULL, _LOOSE = "full", "loose"
+# A "From " line after a blank line with no date that reads as one (none,
+# a two-digit year, seconds since 1970): a separator only when a header
+# block follows it, as tools that write no date leave them.
+_UNDATED = "undated"
 
 
 # Archives often repeat one envelope line (public-inbox writes the same
@@ -836,10 +840,13 @@ def _judge_envelope(line, form, blank_before, follows):
                 return False, "an envelope line with text, not a header, after it, kept in the message"
             return True, None
         # Prose such as "From 10:30 to 11:00 in 2007." has a time and a year
-        # too: only a header block after it makes this a separator.
+        # too: only a header block after it makes this a separator. Prose
+        # with neither ("From the start...") is no news.
         if follows != _HEADERS:
-            return False, ("a 'From ' line with a time and a year but no header after it,"
-                           " kept in the message")
+            return False, None if form == _UNDATED else (
+                "a 'From ' line with a time and a year but no header after it, kept in the message")
+        if form == _UNDATED:
+            return True, "a new message starts at a 'From ' line with no date in a known form"
         return True, "a new message starts at a 'From ' line whose date is not in a known form"
     if form != _FULL:
         return False, None
@@ -959,6 +966,8 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                     or buf[i - 1] == 0x0A
                     or (buf[i - 1] == 0x0D and (i - 1 == base or buf[i - 2] == 0x0A))
                 )
+                if form is None and blank_before:
+                    form = _UNDATED
                 if form is None or (form != _FULL and not blank_before):
                     scan = i + 1
                     continue

@@ -921,3 +921,23 @@ def test_members_that_end_between_messages_before_a_damaged_one_are_all_read(tmp
             got.append(mail)
     assert [mail.raw for mail in got] == messages
     assert "(after 6 complete messages, all read)" in str(caught.value)
+
+
+@pytest.mark.parametrize("envelope", [b"From x@example.org Thu Jan  2 10:00:00 99\n", b"From x@example.org Thu Jan  2 2020\n",
+                                      b"From x@example.org\n", b"From x@example.org 1577959200\n",
+                                      b"From MAILER-DAEMON Thu Jan  2 10.00.00 2020\n"])
+def test_envelope_lines_without_a_known_date_still_part_messages_with_a_header_after_them(tmp_path, envelope):
+    # Each was taken for a body's own "From " line: three messages were read as one, and nothing said so.
+    messages = [_message(n) for n in range(1, 4)]
+    path = _write(tmp_path, "undated.mbox", _mbox(*messages, envelope=envelope))
+    mails = list(read_mail(path))
+    assert [mail.raw for mail in mails] == messages
+    assert all(any("no date in a known form" in doubt for doubt in mail.doubts) for mail in mails[1:])
+
+
+def test_a_body_line_starting_from_without_a_date_stays_in_its_message_unremarked(tmp_path):
+    body = b"Hello.\n\nFrom the start it was clear.\nWe went on.\n"
+    path = _write(tmp_path, "prose.mbox", _mbox(_message(1, body), _message(2)))
+    mails = list(read_mail(path))
+    assert [mail.raw for mail in mails] == [_message(1, body), _message(2)]
+    assert not mails[0].doubts

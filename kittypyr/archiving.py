@@ -161,8 +161,15 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash):
     return None
 
 
-def store_parsed(mailing_list, parsed, registry=None):
-    """Store a ``kittypyr.mail.ParsedMail``; return a ``StoreResult``."""
+def store_parsed(mailing_list, parsed, registry=None, originals=False):
+    """Store a ``kittypyr.mail.ParsedMail``; return a ``StoreResult``.
+
+    ``originals``: whether ``parsed`` may be the original of a message
+    rebuilt from another archive (``kittypyr import`` of a list's own
+    mbox): it takes that message's place when its sender or its date is
+    the rebuilt one's. Mail from Mailman never does: a post reusing an old
+    message's Message-ID is another post, and must not replace it.
+    """
     if parsed.no_archive:
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
     messages = mailing_list.messages
@@ -171,7 +178,8 @@ def store_parsed(mailing_list, parsed, registry=None):
     if gone is not None:
         return StoreResult(SKIPPED, reason=DELETED_REASON, gone=gone)
     held = messages.get(hash_of(parsed.message_id))
-    if held is not None and held.rebuilt and not getattr(parsed, "rebuilt", False):
+    if held is not None and held.rebuilt and not getattr(parsed, "rebuilt", False) and originals \
+            and _may_be_original(held, parsed):
         return _replace_rebuilt(mailing_list, held, parsed, registry)
     message_id, existing = _storage_id(messages, parsed, hash_of)
     if message_id is None:
@@ -209,6 +217,17 @@ def store_parsed(mailing_list, parsed, registry=None):
     notify(MessageArchived(message, mailing_list), registry)
     _adopt_waiting(mailing_list, message, registry)
     return StoreResult(ARCHIVED, message)
+
+
+def _may_be_original(rebuilt, parsed):
+    """Whether ``parsed`` may be what ``rebuilt`` was rebuilt from: the same sender, or the same Date.
+
+    The other archive kept both, if not always as sent (a sender's address
+    in another case, a date it read otherwise): one of them, at least.
+    """
+    same_sender = bool(rebuilt.sender_address) and \
+        rebuilt.sender_address.lower() == (parsed.sender_address or "").lower()
+    return same_sender or bool(parsed.dated_by_header and rebuilt.date == parsed.date)
 
 
 def _replace_rebuilt(mailing_list, message, parsed, registry):

@@ -642,7 +642,7 @@ class Importer:
             if parsed.failure or index in broken:
                 continue
             try:
-                result = store_parsed(mailing_list, parsed.mail)
+                result = store_parsed(mailing_list, parsed.mail, originals=True)
             except ConflictError:
                 raise
             except Exception as exc:

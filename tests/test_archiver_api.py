@@ -467,3 +467,59 @@ def test_a_form_that_cannot_be_read_is_400_not_a_503_at_every_retry(app, content
     answer = browser.post("/api/mailman/archive", body, status=400,
                           headers={**AUTH, "Content-Type": "multipart/form-data; boundary=xx"})
     assert "form" in answer.json["error"]
+
+
+def _seed_rebuilt(app, raw):
+    """A message as ``kittypyr import-hyperkitty`` stores one: rebuilt from another archive's fields."""
+    from kittypyr.archiving import ensure_mailing_list, store_parsed
+    from kittypyr.mail import parse_message
+
+    with prepare(registry=app.registry) as env:
+        parsed = parse_message(raw)
+        parsed.rebuilt = True
+        store_parsed(ensure_mailing_list(env["root"], LIST), parsed, registry=app.registry)
+        transaction.commit()
+
+
+REBUILT = (b"From: Ada <ada@example.org>\nMessage-ID: <x@example.org>\nSubject: Release plan\n"
+           b"Date: Mon, 1 Mar 2021 09:00:00 +0000\n\nShall we release on Friday? rebuiltword\n")
+
+
+def test_a_post_reusing_the_message_id_of_a_rebuilt_message_takes_nothing_of_its_place(app):
+    # Mailman never sends an old message again: a post under a migrated message's id is another post.
+    _seed_rebuilt(app, REBUILT)
+    browser = TestApp(app)
+    other = (b"From: Zed <zed@example.net>\nMessage-ID: <x@example.org>\nSubject: Totally different\n"
+             b"Date: Tue, 7 Sep 2021 18:00:00 +0000\n\nA different post reusing the id, zedword\n")
+    url = post(browser, other).json["url"]
+    assert message_id_hash("<x@example.org>") not in url
+    assert browser.get("/api/search", {"q": "rebuiltword"}).json["count"] == 1
+    assert browser.get("/api/search", {"q": "zedword"}).json["count"] == 1
+    page = browser.get(f"/list/{LIST}/message/{message_id_hash('<x@example.org>')}/")
+    assert page.html.h1.text.strip() == "Release plan"
+    assert "rebuiltword" in page.text and "zedword" not in page.text
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 2
+
+
+def test_an_imported_mbox_replaces_a_rebuilt_message_only_by_its_original(app, tmp_path):
+    from kittypyr.importing import import_mail
+
+    _seed_rebuilt(app, REBUILT)
+    mbox = tmp_path / "list.mbox"
+    mbox.write_bytes(
+        b"From zed@example.net Tue Sep  7 18:00:00 2021\n"
+        b"From: Zed <zed@example.net>\nMessage-ID: <x@example.org>\nSubject: Totally different\n"
+        b"Date: Tue, 7 Sep 2021 18:00:00 +0000\n\nA different post reusing the id, zedword\n\n"
+        b"From ada@example.org Mon Mar  1 09:00:00 2021\n"
+        b"From: Ada <ada@example.org>\nMessage-ID: <x@example.org>\nSubject: Release plan\n"
+        b"Date: Mon, 1 Mar 2021 09:00:00 +0000\nTo: dev@lists.example.org\n\n"
+        b"Shall we release on Friday? rebuiltword, as sent\n")
+    with prepare(registry=app.registry) as env:
+        report = import_mail(env["root"], LIST, [str(mbox)], transaction.manager, workers=0, progress=False)
+        assert report.total("archived") == 2
+        mailing_list = env["root"].lists[LIST]
+        original = mailing_list.messages[message_id_hash("<x@example.org>")]
+        assert not original.rebuilt and "as sent" in original.body_text
+        assert archive_info(env["root"], LIST)["messages"] == 2
+        transaction.abort()

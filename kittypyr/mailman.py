@@ -254,6 +254,7 @@ def apply_list_details(mailing_list, details):
         "subject_prefix": details.get("subject_prefix", mailing_list.subject_prefix),
         "policy_known": True,
         "policy_reason": "Mailman's archive policy",
+        "in_mailman": True,
     }
     for name, value in wanted.items():
         if getattr(mailing_list, name) != value:
@@ -298,6 +299,8 @@ def create_list_with_policy(archive, registry, list_address, explicit=None):
     mailing_list = ensure_mailing_list(archive, list_address)
     if isinstance(details, dict):
         apply_list_details(mailing_list, details)
+    elif details is NO_SUCH_LIST:
+        mailing_list.in_mailman = False
     mailing_list.archive_policy = policy
     mailing_list.policy_reason = reason
     # An explicit policy is known; one assumed for want of Mailman is not,
@@ -469,7 +472,10 @@ def _commit_details(manager, connection, learned, attempts=5):
             if mailing_list is None:
                 continue
             if details is NO_SUCH_LIST:
-                # Mailman no longer has it: keep the archive as it was, ask again later.
+                # Mailman no longer has it: keep the archive as it was, ask
+                # again later. No member's roles open it meanwhile.
+                if mailing_list.in_mailman is not False:
+                    mailing_list.in_mailman = False
                 mailing_list.synced_at = _now()
             else:
                 apply_list_details(mailing_list, details)

@@ -369,3 +369,48 @@ def test_an_address_with_a_lone_percent_sign_logs_in(site, mailman):
     # Written with escapes, it names the same account another way: refused.
     refused = log_in(TestApp(site), "half%25.half@example.org")
     assert refused.status_int == 403 and "not right" in refused.text
+
+
+def test_roles_on_a_list_whose_id_is_the_same_open_no_list_mailman_no_longer_has(site, mailman):
+    """Mailman's list id joins name and domain with a dot: board.lists@example.org has board@lists.example.org's."""
+    collider = "collider@example.org"
+    mailman.add_user(collider, "Carl Collider", roles=[("board.lists@example.org", "owner")])
+    app = TestApp(site)
+    log_in(app, collider)
+    # While Mailman has the list, a list of that id cannot be made there: the roles are its own.
+    assert app.get(f"/list/{PRIVATE}/").status_int == 200
+    with prepare(registry=site.registry) as env:
+        env["root"].lists[PRIVATE].in_mailman = False  # Mailman deleted it; the archive keeps it
+        transaction.commit()
+    try:
+        for url in PRIVATE_URLS:
+            assert not leaks(app.get(url, status=403).text), url
+        app.get(f"/list/{PRIVATE}/admin/", status=403)
+        # Site administrators still read and moderate it.
+        admin = TestApp(site)
+        log_in(admin, ADMIN)
+        assert admin.get(f"/list/{PRIVATE}/").status_int == 200
+    finally:
+        with prepare(registry=site.registry) as env:
+            del env["root"].lists[PRIVATE].in_mailman
+            transaction.commit()
+
+
+def test_a_list_mailman_says_it_has_not_is_marked_so_and_one_it_has_is_not(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from kittypyr import mailman as mailman_core
+    from kittypyr.mailman import NO_SUCH_LIST, apply_list_details, create_list_with_policy
+
+    registry = SimpleNamespace(settings={"kittypyr.mailman_url": "http://127.0.0.1:9/"})
+    monkeypatch.setattr(mailman_core, "ask_list_details", lambda registry, address: NO_SUCH_LIST)
+    app = make_app(tmp_path)
+    try:
+        with prepare(registry=app.registry) as env:
+            old, _, said = create_list_with_policy(env["root"], registry, "old@lists.example.org")
+            assert said is NO_SUCH_LIST and old.in_mailman is False and old.archive_policy == "private"
+            apply_list_details(old, {"display_name": "Old", "description": "", "archive_policy": "private"})
+            assert old.in_mailman is True
+            transaction.abort()
+    finally:
+        app.registry._zodb_databases[""].close()

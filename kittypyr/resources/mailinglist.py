@@ -169,20 +169,29 @@ class MailingList(Persistent):
         """Owners and moderators moderate; a private archive is for members only."""
         # Roles come from Mailman, which names lists by their list id.
         list_id = self.list_id
-        acl = [
-            (Allow, "site-admin", ALL_PERMISSIONS),
-            (Allow, f"owner:{list_id}", ("view", "post", "moderate")),
-            (Allow, f"moderator:{list_id}", ("view", "post", "moderate")),
-            (Allow, f"member:{list_id}", ("view", "post")),
-        ]
-        acl += [(Allow, f"{role}:{list_id}", COMMUNITY_PERMISSIONS)
-                for role in ("owner", "moderator", "member")]
+        acl = [(Allow, "site-admin", ALL_PERMISSIONS)]
+        if self.in_mailman is not False:
+            acl += [
+                (Allow, f"owner:{list_id}", ("view", "post", "moderate")),
+                (Allow, f"moderator:{list_id}", ("view", "post", "moderate")),
+                (Allow, f"member:{list_id}", ("view", "post")),
+            ]
+            acl += [(Allow, f"{role}:{list_id}", COMMUNITY_PERMISSIONS)
+                    for role in ("owner", "moderator", "member")]
         if not self.is_public:
             acl.append(DENY_ALL)
         else:
             acl.append((Allow, Authenticated, "post"))
             acl.append((Allow, Authenticated, COMMUNITY_PERMISSIONS))
         return acl
+
+    # Whether Mailman has the list: False once it said it has none (a list
+    # it deleted, an old list imported). Such a list has no members, and no
+    # roles open it: Mailman's list id is its name and domain joined by a
+    # dot, so a list made later as "team@board.example.org" has the id of
+    # an archived "team.board@example.org", and its roles would be taken
+    # for that list's. None: not known (an archive from before it was kept).
+    in_mailman = None
 
     def __init__(self, address, display_name="", description=""):
         self.address = address.lower()

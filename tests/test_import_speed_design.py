@@ -206,8 +206,8 @@ def test_a_message_that_breaks_leaves_no_blob_behind(archive, monkeypatch):
     parsed = [parse_raw(RawMail(_raw(n), "x.mbox", n, None)) for n in range(1, 4)]
     real_store = importing.store_parsed
 
-    def store(mailing_list, mail):
-        result = real_store(mailing_list, mail)
+    def store(mailing_list, mail, **options):
+        result = real_store(mailing_list, mail, **options)
         if mail.message_id == "speed2@example.org":
             raise RuntimeError("broken on purpose")
         return result

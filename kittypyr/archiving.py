@@ -122,7 +122,8 @@ def _same_mail(stored, parsed):
         # its Date and sender do not. A mail reusing an id is written at
         # another moment. The empty id names no post: two a sender wrote
         # in one second without one are two.
-        return bool(parsed.message_id and parsed.dated_by_header and stored.dated_by_header and stored.date == parsed.date
+        return bool(parsed.message_id
+                    and parsed.dated_by_header and stored.dated_by_header and stored.date == parsed.date
                     and stored.sender_address
                     and stored.sender_address.lower() == (parsed.sender_address or "").lower())
     # One short body ("+1", "Thanks!") posted twice under one Message-ID

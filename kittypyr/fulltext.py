@@ -722,7 +722,18 @@ def date_chunks_of(index, day_of):
     return looked
 
 
-class ScopePostings(WordPostings, Persistent):
+class KeptHighAtTheMean:
+    """Word postings whose large words' records keep high postings (``RankedPostings``), picked at ``split_mean_length()``."""
+
+    def split_mean_length(self):
+        """BM25's mean document length now, for a group of chunks closed now (``split_high``); None: the chunk's own."""
+        raise NotImplementedError
+
+    def _extend_postings(self, postings, recent):
+        postings.extend(recent, mean_length=self.split_mean_length())
+
+
+class ScopePostings(KeptHighAtTheMean, WordPostings, Persistent):
     """The postings of one list's messages in the text index, kept as the index keeps every message's.
 
     A search in one list of many reads these (``FullTextIndex.within``)
@@ -744,8 +755,9 @@ class ScopePostings(WordPostings, Persistent):
         self._wordinfo = AppendedBytes()
         self._recent = AppendedBytes()
 
-    def _extend_postings(self, postings, recent):
-        postings.extend(recent, mean_length=None if self.index is None else self.index.split_mean_length())
+    def split_mean_length(self):
+        # The index's: a list's postings score as the index's do.
+        return None if self.index is None else self.index.split_mean_length()
 
     def _take_postings(self, wid, pairs, days):
         """Give word ``wid`` (new here) ``pairs`` (int32 docid, value rows, in order) and their ``days`` (NO_DAY: unknown)."""
@@ -873,7 +885,7 @@ def scopes_disagreeing(index, scope_of):
     return sorted(wrong)
 
 
-class FullTextIndex(OkapiIndex):
+class FullTextIndex(KeptHighAtTheMean, OkapiIndex):
     """kittypyr's OkapiIndex whose posting values carry zones, frequency and length.
 
     zope.index's query parser (``Contains``) still works on it, scored the
@@ -916,12 +928,8 @@ class FullTextIndex(OkapiIndex):
         self._scope_of[docid] = scope.number
 
     def split_mean_length(self):
-        """The mean length of the documents now, BM25's: a group of chunks it closes keeps apart the postings that score best at it."""
         count = self.documentCount()
         return self._totaldoclen() / count if count else None
-
-    def _extend_postings(self, postings, recent):
-        postings.extend(recent, mean_length=self.split_mean_length())
 
     def _p_resolveConflict(self, old, committed, new):
         if set(committed) == set(new) and all(_same_references((value,), (new[key],))

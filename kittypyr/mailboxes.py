@@ -407,14 +407,15 @@ class _Decompressing:
                 self.damage_after_end = exc
                 self._eof = True
                 given = b"".join(parts)
-                tail = (self._last_bytes + given)[-4:].replace(b"\r", b"")
+                tail = (self._last_bytes + given[-4:])[-4:].replace(b"\r", b"")
                 self.cut_inside_message = bool(tail) and not tail.endswith(b"\n\n")
                 return given
             self._error = exc
             if not parts:
                 raise
         given = b"".join(parts)
-        self._last_bytes = (self._last_bytes + given)[-4:]
+        # The last few bytes only: not a copy of all that was read.
+        self._last_bytes = (self._last_bytes + given[-4:])[-4:]
         return given
 
     def _decompress(self, decompressor, most):

@@ -47,6 +47,14 @@ def _archive_one(app, raw):
         return _classes_written(archive)
 
 
+def _delete_one(app, n):
+    """Delete the message ``mail(n, ...)`` made, as a moderator does."""
+    with prepare(registry=app.registry) as env:
+        moderation.delete_messages(env["root"].lists[DEV], [message_id_hash(f"<r{n}@example.org>")], MOD,
+                                   registry=app.registry)
+        transaction.commit()
+
+
 def test_archiving_a_patch_and_a_reply_writes_no_set_of_entries_and_is_file_and_thread_find_them(tmp_path):
     app = make_app(tmp_path)
     try:
@@ -104,11 +112,7 @@ def test_a_message_whose_parent_comes_later_or_that_is_deleted_leaves_the_keywor
         assert found(app, "is:first")[0] == [4]
         assert found(app, "is:reply")[0] == [5]
         assert found(app, "file:smpboot.c")[0] == [5]
-        with prepare(registry=app.registry) as env:
-            mailing_list = env["root"].lists[DEV]
-            moderation.delete_messages(mailing_list, [message_id_hash("<r5@example.org>")], MOD,
-                                       registry=app.registry)
-            transaction.commit()
+        _delete_one(app, 5)
         assert found(app, "is:patch")[0] == []
         assert found(app, "file:smpboot.c")[0] == []
         assert found(app, "is:first")[0] == [4]
@@ -123,11 +127,7 @@ def test_a_reply_whose_thread_loses_its_first_message_is_found_as_first(tmp_path
         _archive_one(app, mail(5, SIMILAR_PATCH, subject="Re: smpboot", reply_to=4))
         _archive_one(app, mail(6, "And smp.c?\n", subject="Re: smpboot", reply_to=5))
         assert found(app, "is:first")[0] == [4]
-        with prepare(registry=app.registry) as env:
-            mailing_list = env["root"].lists[DEV]
-            moderation.delete_messages(mailing_list, [message_id_hash("<r4@example.org>")], MOD,
-                                       registry=app.registry)
-            transaction.commit()
+        _delete_one(app, 4)
         # Its reply opens the thread now; the reply to that reply does not.
         assert found(app, "is:first")[0] == [5]
         assert found(app, "is:reply")[0] == [5, 6]

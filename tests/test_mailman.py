@@ -203,13 +203,19 @@ def test_an_address_that_is_a_pattern_to_mailman_gets_no_one_elses_roles(stack):
     assert pattern.get(f"list/{PRIVATE}/").status_code == 403
 
 
-def test_an_account_deleted_in_mailman_is_logged_out_of_the_archive(stack):
-    path = post(stack, 13, "Board only, again", to=PRIVATE)
-    leaving = "leaving@example.org"
-    stack.create_user(leaving, "Leaving Member", PASSWORD, stack.core.client().get_list(PRIVATE))
+def _member_reading(stack, number, address, name):
+    """``(reader, path)``: a new member of the private list, logged in and reading a post ``number`` made there."""
+    path = post(stack, number, f"Board only, post {number}", to=PRIVATE)
+    stack.create_user(address, name, PASSWORD, stack.core.client().get_list(PRIVATE))
     reader = stack.archive.reader()
-    assert reader.log_in(leaving, PASSWORD).status_code == 303
+    assert reader.log_in(address, PASSWORD).status_code == 303
     wait_until(lambda: reader.get(path).status_code == 200)
+    return reader, path
+
+
+def test_an_account_deleted_in_mailman_is_logged_out_of_the_archive(stack):
+    leaving = "leaving@example.org"
+    reader, path = _member_reading(stack, 13, leaving, "Leaving Member")
     assert "Leaving Member" in reader.get("/").text
     stack.core.client().get_user(leaving).delete()
     wait_until(lambda: reader.get(path).status_code == 403, timeout=30)
@@ -218,12 +224,8 @@ def test_an_account_deleted_in_mailman_is_logged_out_of_the_archive(stack):
 
 
 def test_a_password_changed_in_mailman_ends_the_archives_sessions(stack):
-    path = post(stack, 14, "Board only, once more", to=PRIVATE)
     changing = "changing@example.org"
-    stack.create_user(changing, "Changing Member", PASSWORD, stack.core.client().get_list(PRIVATE))
-    reader = stack.archive.reader()
-    assert reader.log_in(changing, PASSWORD).status_code == 303
-    wait_until(lambda: reader.get(path).status_code == 200)
+    reader, path = _member_reading(stack, 14, changing, "Changing Member")
     user = stack.core.client().get_user(changing)
     user.password = "another password, for a thief knew the first"
     user.save()

@@ -99,7 +99,7 @@ def _delete_one(mailing_list, message, thread, now, registry=None):
     messages = mailing_list.messages
     name = message.__name__
     parent = message.parent if message.parent in thread.members else None
-    orphans = [child for _, child in thread.children.get(name, ())]
+    orphans = [child for _, child in thread.replies_to(name)]
     # Its replies hang from its parent now (or become first messages).
     thread.remove_message(message)
     for child in orphans:
@@ -184,7 +184,7 @@ def reattach_thread(thread, target, actor, reason="", registry=None):
     key = thread.__name__
     target_thread = mailing_list.threads.data[target.thread]
     messages = mailing_list.messages
-    roots = [name for _, name in thread.children.get(ROOTS, ())]
+    roots = [name for _, name in thread.replies_to(ROOTS)]
     moved = []
     for name in roots:
         root = messages.data[name]
@@ -200,7 +200,7 @@ def split_refusal(message):
     threads = message.mailing_list.threads
     thread = threads.data[message.thread]
     is_root = message.parent not in thread.members
-    if is_root and len(thread.children.get(ROOTS, ())) == 1:
+    if is_root and len(thread.replies_to(ROOTS)) == 1:
         return "This message starts its thread already: there is nothing to split off."
     if message.__name__ in threads.data:
         return "A thread is already named after this message; split at another one."

@@ -248,3 +248,70 @@ def test_a_thread_stored_as_trees_by_an_older_kittypyr_takes_replies_and_loses_m
     transaction.commit()
     assert [n for n, _ in _reloaded(thread).walk()] == [h(0), h(2)]
     assert set(thread.members) == {h(0), h(2)}
+
+
+def _largest_record_written(archive, raw):
+    """The size of the largest record a commit writes when ``raw`` is archived."""
+    storage = archive._p_jar.db().storage
+    archive_message(archive.lists[LIST], raw)
+    transaction.commit()
+    serial = storage.lastTransaction()
+    return max(len(record.data or b"") for record in next(storage.iterator(serial, serial)))
+
+
+def test_a_reply_to_a_message_with_many_replies_rewrites_no_record_of_them_all(archive):
+    # An announcement answered a thousand times: every reply rewrote the
+    # whole list of the first message's replies, so each cost bytes growing
+    # with the thread and the storage grew with the square of its length
+    # (4,000 replies wrote 581 MB).
+    mailing_list = archive_all(archive, [post(0)])
+    for first in range(1, 401, 50):
+        archive_all(archive, [post(n, 0, [0]) for n in range(first, first + 50)])
+    early = _largest_record_written(archive, post(401, 0, [0]))
+    archive_all(archive, [post(n, 0, [0]) for n in range(402, 1202)])
+    late = _largest_record_written(archive, post(1202, 0, [0]))
+    assert late < early + 512, (early, late)
+
+    thread = _reloaded(mailing_list.threads[h(0)])
+    expected = [h(0)] + [h(n) for n in range(1, 1203)]
+    assert [n for n, _ in thread.walk()] == expected
+    assert [m.__name__ for m in thread.messages()] == expected
+    assert len(thread) == 1203 and thread.starter == h(0)
+
+
+def test_a_message_with_many_replies_is_deleted_split_and_checked_like_any_other(archive, config):
+    from kittypyr import moderation
+    from kittypyr.health import check_archive
+    from kittypyr.security import User
+
+    moderator = User("mod@example.org", "Mod")
+    mailing_list = archive_all(archive, [post(0)] + [post(n, 0, [0]) for n in range(1, 81)]
+                               + [post(100 + n, 5, [0, 5]) for n in range(40)])
+    moderation.delete_messages(mailing_list, [h(7)], moderator)
+    transaction.commit()
+    thread = _reloaded(mailing_list.threads[h(0)])
+    replies = [h(n) for n in range(1, 81) if n != 7]
+    assert [name for _, name in thread.replies_to(h(0))] == replies
+
+    # The first message's replies become first messages, with those of 5.
+    moderation.delete_messages(mailing_list, [h(0)], moderator)
+    transaction.commit()
+    thread = _reloaded(mailing_list.threads[h(0)])
+    assert thread.starter == h(1) and len(thread) == 119
+    assert [name for _, name in thread.replies_to("")] == replies
+    assert [name for name, _ in thread.walk()][:6] == [h(1), h(2), h(3), h(4), h(5), h(100)]
+
+    moderation.split_thread(mailing_list.messages[h(5)], moderator)
+    transaction.commit()
+    assert len(_reloaded(mailing_list.threads[h(0)])) == 78
+    assert [name for name, _ in mailing_list.threads[h(5)].walk()] == [h(5)] + [h(100 + n) for n in range(40)]
+    assert [f for f in check_archive(archive, config.registry)[0] if f.part == "threads"] == []
+
+    # Recounted by ``kittypyr check --repair``, the tree is the same.
+    thread = mailing_list.threads[h(0)]
+    walked = list(thread.walk())
+    thread.children = {}
+    transaction.commit()
+    assert [f.part for f in check_archive(archive, config.registry, repair=True)[0]].count("threads") == 1
+    transaction.commit()
+    assert list(_reloaded(thread).walk()) == walked

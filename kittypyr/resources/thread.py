@@ -17,12 +17,57 @@ ROOTS = ""
 # holds in one bucket, the size from which a tree spreads over records.)
 SMALL_THREAD = 30
 
+# Up to this many replies a message keeps them as a sorted tuple in the
+# map of children; more are an OOTreeSet of their own. A tuple is rewritten
+# whole with each new reply: an announcement answered a thousand times
+# wrote its thousand replies again with every one, the storage growing with
+# the square of the thread. In a tree set a new reply rewrites one bucket.
+SMALL_REPLIES = 30
+
+
+def _entries(sorted_entries):
+    """One message's ``(timestamp, hash)`` replies, already sorted, in the form their number keeps."""
+    if len(sorted_entries) > SMALL_REPLIES:
+        return OOTreeSet(sorted_entries)
+    return tuple(sorted_entries)
+
+
+def _with_entry(entries, entry):
+    """``entries`` (a tuple or a tree set) with ``entry`` added: a new tuple, or the tree set changed in place."""
+    if isinstance(entries, tuple):
+        if len(entries) < SMALL_REPLIES:
+            return tuple(sorted(entries + (entry,)))
+        entries = OOTreeSet(entries)
+    entries.add(entry)
+    return entries
+
+
+def _without_name(entries, name, timestamp=None):
+    """``entries`` without the one of ``name`` (at ``timestamp`` when known): a new tuple, or the tree set changed.
+
+    Empty entries come back as an empty tuple, for the caller to drop.
+    """
+    if isinstance(entries, tuple):
+        return tuple(entry for entry in entries if entry[1] != name)
+    if timestamp is not None and (timestamp, name) in entries:
+        entries.remove((timestamp, name))
+    else:
+        for entry in [entry for entry in entries if entry[1] == name]:
+            entries.remove(entry)
+    return entries if entries else ()
+
+
+def _first(entries):
+    """The earliest of ``entries`` (a tuple or a tree set, not empty)."""
+    return entries[0] if isinstance(entries, tuple) else entries.minKey()
+
 
 def _members_and_children(members, children):
-    """``members`` (names) and ``children`` (parent -> entries) in the form a thread of their size keeps."""
+    """``members`` (names) and ``children`` (parent -> sorted entries) in the form a thread of their size keeps."""
+    children = {parent: _entries(entries) for parent, entries in children.items()}
     if len(members) > SMALL_THREAD:
         return OOTreeSet(members), OOBTree(children)
-    return set(members), dict(children)
+    return set(members), children
 
 
 def month_of(date):
@@ -105,8 +150,10 @@ class Thread(Persistent):
         self.members.add(message.__name__)
         self._count += 1
         parent = message.parent if message.parent in self.members else ROOTS
-        entry = (message.timestamp, message.__name__)
-        self.children[parent] = tuple(sorted(self.children.get(parent, ()) + (entry,)))
+        entries = self.children.get(parent, ())
+        updated = _with_entry(entries, (message.timestamp, message.__name__))
+        if updated is not entries:
+            self.children[parent] = updated
         self.months = _bumped(self.months, month_of(message.date), 1)
         if message.sender_address:
             self.participants = _bumped(self.participants, message.sender_address, 1)
@@ -123,10 +170,11 @@ class Thread(Persistent):
         self.members.remove(name)
         self._count -= 1
         parent = message.parent if message.parent in self.members else ROOTS
-        siblings = tuple(e for e in self.children.get(parent, ()) if e[1] != name)
-        orphans = self.children.pop(name, ())
-        if siblings or orphans:
-            self.children[parent] = tuple(sorted(siblings + orphans))
+        siblings = _without_name(self.children.get(parent, ()), name, message.timestamp)
+        for orphan in self.children.pop(name, ()):
+            siblings = _with_entry(siblings, orphan)
+        if siblings:
+            self.children[parent] = siblings
         elif parent in self.children:
             del self.children[parent]
         self.months = _bumped(self.months, month_of(message.date), -1)
@@ -148,8 +196,8 @@ class Thread(Persistent):
             return False
         name = message.__name__
         parent = message.parent if message.parent in self.members else ROOTS
-        siblings = tuple(entry for entry in self.children.get(parent, ()) if entry[1] != name)
-        self.children[parent] = tuple(sorted(siblings + ((message.timestamp, name),)))
+        siblings = _without_name(self.children.get(parent, ()), name)
+        self.children[parent] = _with_entry(siblings, (message.timestamp, name))
         self.months = _bumped(_bumped(self.months, month_of(before.date), -1), month_of(message.date), 1)
         if before.sender_address:
             self.participants = _bumped(self.participants, before.sender_address, -1)
@@ -170,7 +218,7 @@ class Thread(Persistent):
         messages = self._messages()
         root = messages[root_hash]
         parent = root.parent if root.parent in self.members else ROOTS
-        remaining = tuple(e for e in self.children.get(parent, ()) if e[1] != root_hash)
+        remaining = _without_name(self.children.get(parent, ()), root_hash, root.timestamp)
         if remaining:
             self.children[parent] = remaining
         elif parent in self.children:
@@ -215,7 +263,7 @@ class Thread(Persistent):
             if message.sender_address:
                 participants[message.sender_address] += 1
         self.members, self.children = _members_and_children(
-            names, {parent: tuple(sorted(entries)) for parent, entries in children.items()})
+            names, {parent: sorted(entries) for parent, entries in children.items()})
         self.months = dict(months)
         self.participants = dict(participants)
         self.last_date = max((message.date for message in messages), default=None)
@@ -228,7 +276,7 @@ class Thread(Persistent):
             self.date_started = None
             self.subject = ""
             return
-        starter = self._messages()[roots[0][1]]
+        starter = self._messages()[_first(roots)[1]]
         self.starter = starter.__name__
         self.date_started = starter.date
         self.subject = starter.subject
@@ -244,12 +292,20 @@ class Thread(Persistent):
 
     def walk(self):
         """Yield ``(message_hash, depth)`` in reading order, depth-first by date."""
-        stack = [(name, 0) for _, name in reversed(self.children.get(ROOTS, ()))]
+        stack = [(name, 0) for _, name in reversed(self.replies_to(ROOTS))]
         while stack:
             name, depth = stack.pop()
             yield name, depth
-            for _, child in reversed(self.children.get(name, ())):
+            for _, child in reversed(self.replies_to(name)):
                 stack.append((child, depth + 1))
+
+    def replies_to(self, name):
+        """The ``(timestamp, hash)`` of the direct replies to message ``name``, oldest first.
+
+        ``ROOTS`` for the thread's first messages.
+        """
+        entries = self.children.get(name, ())
+        return entries if isinstance(entries, tuple) else tuple(entries)
 
     def messages(self):
         """The member messages in reading order."""

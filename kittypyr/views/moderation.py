@@ -80,7 +80,7 @@ class MessageModeration:
     @view_config(name="delete", request_method="GET", renderer=CONFIRM)
     def confirm_delete(self):
         message = self.context
-        replies = len(message.mailing_list.threads.data[message.thread].children.get(message.__name__, ()))
+        replies = len(message.mailing_list.threads.data[message.thread].replies_to(message.__name__))
         notes = [("Its text, its original and its attachments leave the archive, the search and the "
                  "statistics. Its address will answer “410 Gone”.")]
         if replies:

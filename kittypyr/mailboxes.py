@@ -719,6 +719,8 @@ _LOOKAHEAD_LINES = 6
 _LOOKAHEAD_BYTES = 4096
 
 _HEADERS, _NOTHING, _TEXT = "headers", "nothing", "text"
+# A blank line, then text that is no header: a body's paragraph.
+_BLANK_THEN_TEXT = "blank, then text"
 
 
 def _first_envelope(buf, start, eof):
@@ -739,11 +741,12 @@ def _first_envelope(buf, start, eof):
     return -1
 
 
-def _what_follows(buf, start, eof):
+def _what_follows(buf, start, eof, after_blank=False):
     """What buf holds from start, the line after an envelope line: _HEADERS,
     _NOTHING (end of data, a blank line or the next envelope: an empty
-    message) or _TEXT; None when buf does not hold enough yet and more data
-    is to come.
+    message), _TEXT, or _BLANK_THEN_TEXT (a blank line, then text that is
+    not a header block: a paragraph of a body); None when buf does not
+    hold enough yet and more data is to come.
 
     Up to _LOOKAHEAD_LINES lines within _LOOKAHEAD_BYTES are looked at.
     Real header blocks are often broken further down (a folded Subject
@@ -772,8 +775,15 @@ def _what_follows(buf, start, eof):
         if not line.strip():
             break
         pos = nl + 1
-    if not lines or not lines[0].strip():
+    if not lines:
         return _NOTHING
+    if not lines[0].strip():
+        if after_blank:
+            return _NOTHING
+        following = _what_follows(buf, start + len(lines[0]), eof, after_blank=True)
+        if following is None:
+            return None
+        return _BLANK_THEN_TEXT if following == _TEXT else _NOTHING
     if lines[0].startswith(b"From ") and _envelope_form(lines[0]) is not None:
         return _NOTHING
     run = 0
@@ -839,6 +849,11 @@ def _judge_envelope(line, form, blank_before, follows):
                 # A message has a header: text right after the line is a
                 # body's own "From " line, which mboxo leaves unquoted.
                 return False, "an envelope line with text, not a header, after it, kept in the message"
+            if follows == _BLANK_THEN_TEXT:
+                # So is a paragraph after a blank line: a forwarded mail
+                # pasted with its envelope line.
+                return False, ("an envelope line with a blank line and text, not a header, after it,"
+                               " kept in the message")
             return True, None
         # Prose such as "From 10:30 to 11:00 in 2007." has a time and a year
         # too: only a header block after it makes this a separator. Prose

@@ -941,3 +941,25 @@ def test_a_body_line_starting_from_without_a_date_stays_in_its_message_unremarke
     mails = list(read_mail(path))
     assert [mail.raw for mail in mails] == [_message(1, body), _message(2)]
     assert not mails[0].doubts
+
+
+def test_a_whole_envelope_line_in_a_body_with_a_blank_line_and_text_after_it_stays_in_its_message(tmp_path):
+    # A forwarded mail pasted with its envelope line: mboxo leaves it
+    # unquoted. It used to cut the message there, the rest becoming a
+    # "message" of no header, and nothing said so.
+    body = (b"Here is what I received:\n\n"
+            b"From joe@example.net Mon Jan  1 10:00:00 2001\n\n"
+            b"Hi, can you look at this?\n")
+    path = _write(tmp_path, "forward.mbox", _mbox(_message(1, body), _message(2)))
+    mails = list(read_mail(path))
+    assert [mail.raw for mail in mails] == [_message(1, body), _message(2)]
+    assert len(mails[0].doubts) == 1 and "kept in the message" in mails[0].doubts[0]
+    assert mails[0].doubts[0].startswith("line 9 ")
+
+
+def test_an_envelope_line_with_a_blank_line_then_a_header_block_still_starts_a_message(tmp_path):
+    data = _mbox(_message(1)) + b"From user@example.com Tue Mar  6 09:12:45 2007\n\n" + _message(2) + b"\n"
+    path = _write(tmp_path, "blank.mbox", data)
+    mails = list(read_mail(path))
+    assert len(mails) == 2 and mails[0].raw == _message(1)
+    assert b"Message-ID: <m2@example.com>" in mails[1].raw

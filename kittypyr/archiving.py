@@ -313,6 +313,10 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
     """
     messages = mailing_list.messages
     waiting = mailing_list.waiting_for_parent
+    # Only an archived message can be above another: a new one is below
+    # none, and is not looked for up the candidate's ancestors, a walk as
+    # long as the thread is deep.
+    archived = name in messages
     for candidate_id in _candidate_parents(message):
         candidate_name = hash_of(candidate_id)
         candidate = messages.get(candidate_name)
@@ -325,7 +329,7 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
         if candidate is None:
             _wait_for(waiting, candidate_name, name)
             continue
-        if candidate_name == name or _is_ancestor(messages, name, candidate_name):
+        if candidate_name == name or (archived and _is_ancestor(messages, name, candidate_name)):
             # Broken References that would make a cycle: skip that candidate.
             continue
         return candidate

@@ -315,3 +315,41 @@ def test_a_message_with_many_replies_is_deleted_split_and_checked_like_any_other
     assert [f.part for f in check_archive(archive, config.registry, repair=True)[0]].count("threads") == 1
     transaction.commit()
     assert list(_reloaded(thread).walk()) == walked
+
+
+def _loads_archiving(zodb, raw):
+    """The records a connection of its own, cold, loads to archive ``raw``."""
+    connection = zodb.open()
+    try:
+        connection.cacheMinimize()
+        mailing_list = connection.root()["kittypyr"].lists[LIST]
+        connection.getTransferCounts(clear=True)
+        message = archive_message(mailing_list, raw)
+        loads, _ = connection.getTransferCounts()
+        return loads, message.parent
+    finally:
+        transaction.abort()
+        connection.close()
+
+
+def test_a_reply_at_the_end_of_a_long_chain_reads_no_message_above_it(archive, zodb):
+    # A long argument, each message answering the one before: every new
+    # message read every message above it, checking that it was not their
+    # ancestor (which a message that was never archived cannot be). The
+    # thousandth reply read a thousand messages, cold from the storage.
+    archive_all(archive, [post(0)] + [post(n, n - 1, [n - 1]) for n in range(1, 400)] + [post(1000)])
+    short, parent = _loads_archiving(zodb, post(1001, 1000, [1000]))
+    assert parent == h(1000)
+    long, parent = _loads_archiving(zodb, post(400, 399, [398, 399]))
+    assert parent == h(399)
+    assert long < short + 30, (short, long)
+
+
+def test_references_that_would_make_a_cycle_are_still_skipped(archive):
+    # 1 answers 0; 0 arrives later naming 1 as its own parent (a broken
+    # mailer): 0 adopts 1, never the other way round.
+    mailing_list = archive_all(archive, [post(1, 0, [0]), post(0, 1, [1])])
+    messages = mailing_list.messages
+    assert {messages[h(0)].parent, messages[h(1)].parent} <= {None, h(0), h(1)}
+    assert not (messages[h(0)].parent == h(1) and messages[h(1)].parent == h(0))
+    assert sorted(name for name, _ in mailing_list.threads[messages[h(0)].thread].walk()) == sorted([h(0), h(1)])

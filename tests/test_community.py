@@ -211,6 +211,32 @@ def test_reputation_is_the_sum_of_votes_on_a_senders_messages(site, mailman):
     assert profile.html.select_one("strong.reputation").text == "2"
 
 
+def test_a_long_threads_pages_lead_to_its_first_unread_message_and_count_every_vote(site, mailman):
+    carol = reader(site, CAROL)
+    carol.get(f"/list/{PUBLIC}/")  # a first visit: what is archived so far is read
+    for n in range(100, 230):
+        archive(site, PUBLIC, mail(n, "Re: Cache flushes", BOB, reply_to=0, minutes=100 + n))
+    dave = reader(site, DAVE)
+    vote(dave.get(THREAD, {"page": "2"}), 210, 0)
+
+    page = carol.get(THREAD)
+    assert len(page.html.select("article.message")) == 100 and article(page, 210) is None
+    # The replies to message 0 come after message 1's branch: the first new
+    # one, 100, is on this page; 230 messages in all, 130 of them new.
+    assert page.html.select_one("a.first-unread")["href"] == f"#m-{h(100)}"
+    assert "130 new" in page.html.select_one("p.jump").text
+    # The thread's votes are counted on every page, whichever shows them.
+    assert page.html.select_one("#thread-score").text == "1"
+    carol.get(f"/list/{PUBLIC}/")
+    archive(site, PUBLIC, mail(300, "Re: Cache flushes", ADA, reply_to=0, minutes=900))
+    page = carol.get(THREAD)
+    assert page.html.select_one("a.first-unread")["href"] == (
+        f"http://localhost{THREAD}?page=2#m-{h(300)}")
+    assert "1 new" in page.html.select_one("p.jump").text
+    later = carol.get(THREAD, {"page": "2"})
+    assert [a["id"] for a in later.html.select("article.message") if a.select_one(".new-mark")] == []
+
+
 def test_voting_with_javascript_answers_json(site, mailman):
     carol = reader(site, CAROL)
     url = f"/list/{PUBLIC}/message/{h(1)}/vote"

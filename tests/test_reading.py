@@ -420,3 +420,48 @@ def test_direction_overrides_and_control_characters_of_a_subject_or_name_are_not
         assert "Evil Name x" in pages[0]
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_long_thread_is_read_page_by_page_and_each_message_links_to_its_page(tmp_path):
+    # 250 messages: an announcement and its replies, some answered in turn.
+    # It was one page of them all, every body rendered for every reader.
+    app = make_app(tmp_path)
+    raws = [mail("hub0", "Release day", 0)] + [
+        mail(f"hub{n}", "Re: Release day", n, f"hub{n - 1}" if n % 5 == 0 else "hub0") for n in range(1, 250)]
+    with prepare(registry=app.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        for raw in raws:
+            archive_message(mailing_list, raw)
+        transaction.commit()
+        walked = [name for name, _ in mailing_list.threads[h("hub0")].walk()]
+    browser = TestApp(app)
+    thread = f"/list/{LIST}/thread/{h('hub0')}/"
+    try:
+        first = browser.get(thread)
+        shown = [a["id"][2:] for a in first.html.select("article.message")]
+        assert shown == walked[:100]
+        assert first.html.select_one("nav.thread-outline h2").text == "Outline: messages 1–100 of 250"
+        assert [a["href"] for a in first.html.select("nav.pages a")] == [f"http://localhost{thread}?page=2"] * 2
+        assert "Page 1 of 3" in first.html.select_one("nav.pages").text
+        assert "250 messages" in first.html.select_one("p.meta").text
+
+        last = browser.get(thread, {"page": "3"})
+        assert [a["id"][2:] for a in last.html.select("article.message")] == walked[200:]
+        assert last.html.select_one("nav.pages a[rel=prev]")["href"].endswith("?page=2")
+        assert last.html.select_one("nav.pages a[rel=next]") is None
+        assert browser.get(thread, {"page": "99"}).html.select_one("nav.pages span").text == "Page 3 of 3"
+
+        by_date = browser.get(thread, {"view": "flat", "page": "2"})
+        assert [a["id"][2:] for a in by_date.html.select("article.message")] == [
+            h(f"hub{n}") for n in range(100, 200)]
+        assert by_date.html.select_one("nav.pages a[rel=next]")["href"].endswith("?view=flat&page=3")
+        assert by_date.html.select_one("a.expand-all")["href"].endswith("?view=flat&expand=all&page=2")
+
+        # A message's page leads to the page of the thread showing it.
+        place = walked.index(h("hub150"))
+        message = browser.get(f"/list/{LIST}/message/{h('hub150')}/")
+        assert message.html.select_one("a.whole-thread")["href"] == (
+            f"http://localhost{thread}?page={place // 100 + 1}#m-{h('hub150')}")
+        assert "250 messages" in message.html.select_one("a.whole-thread").text
+    finally:
+        app.registry._zodb_databases[""].close()

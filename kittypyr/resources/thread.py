@@ -292,12 +292,30 @@ class Thread(Persistent):
 
     def walk(self):
         """Yield ``(message_hash, depth)`` in reading order, depth-first by date."""
-        stack = [(name, 0) for _, name in reversed(self.replies_to(ROOTS))]
-        while stack:
-            name, depth = stack.pop()
+        for name, depth, _ in self.reading_order():
             yield name, depth
-            for _, child in reversed(self.replies_to(name)):
-                stack.append((child, depth + 1))
+
+    def reading_order(self, by_date=False):
+        """``(hash, depth, timestamp)`` of every message in reading order: as replies hang, or ``by_date``.
+
+        From the tree of replies: no message is loaded.
+        """
+        if by_date:
+            return [(name, 0, stamp) for stamp, name in self.by_date()]
+        order = []
+        stack = [(entry, 0) for entry in reversed(self.replies_to(ROOTS))]
+        while stack:
+            (stamp, name), depth = stack.pop()
+            order.append((name, depth, stamp))
+            stack.extend((entry, depth + 1) for entry in reversed(self.replies_to(name)))
+        return order
+
+    def by_date(self):
+        """``(timestamp, hash)`` of every message, oldest first (the ``By date`` reading order).
+
+        From the tree of replies: no message is loaded.
+        """
+        return sorted(entry for entries in self.children.values() for entry in entries)
 
     def replies_to(self, name):
         """The ``(timestamp, hash)`` of the direct replies to message ``name``, oldest first.

@@ -109,36 +109,43 @@ def entries_fingerprint(entries):
                          e["is_new"]) for e in entries])
 
 
-def thread_community(request, thread, entries):
+def thread_community(request, thread, entries, order, link):
     """What the thread page shows of readers: its total, tags, favourite mark, first new message.
 
-    For a logged-in reader, opening the thread also marks it read (in their
-    own record). ``entries`` are annotated on the way.
+    ``entries`` are the messages the page shows, annotated on the way;
+    ``order`` is the thread's whole ``reading_order``, and ``link(name)``
+    the link to a message of it (on this page or another). For a
+    logged-in reader, opening the thread also marks it read (in their own
+    record).
     """
     reader = request.reader
-    messages = [entry["message"] for entry in entries]
-    new = readers.new_messages(reader, thread, messages)
-    annotate_messages(request, entries, new)
-    first_new = next((entry["message"].__name__ for entry in entries if entry["is_new"]), None)
+    seen = readers.last_seen(reader, thread)
+    new = [name for name, _, stamp in order if stamp > seen] if seen is not None else []
+    annotate_messages(request, entries, frozenset(new))
     user = request.user
     may_follow = user is not None and bool(request.has_permission("follow", thread))
     if may_follow:
         writable = writable_reader(request)
         readers.start_tracking(writable, thread.mailing_list)
         readers.mark_read(writable, thread)
+    # A page of a longer thread shows some of its messages: the thread's
+    # counter has the total of them all.
+    whole = len(entries) == len(order)
     community = {
-        "score": sum(entry["score"] for entry in entries),
+        "score": sum(entry["score"] for entry in entries) if whole else votes.thread_score(request.root, thread),
         "tags": tags.thread_tags(thread, user.address if user is not None else None),
         "may_tag": user is not None and bool(request.has_permission("tag", thread)),
         "may_follow": may_follow,
         "favourite": readers.is_favourite(reader, thread),
-        "first_new": first_new,
+        # The link to the first message new to the reader, on whichever page.
+        "first_new": link(new[0]) if new else None,
         "new_count": len(new),
         "key": f"{thread.mailing_list.address}/{thread.__name__}",
         "last": thread.last_date.timestamp(),
     }
     community["fingerprint"] = fingerprint(entries_fingerprint(entries), community["tags"],
-                                           community["favourite"])
+                                           community["favourite"], community["score"], community["first_new"],
+                                           community["new_count"])
     return community
 
 

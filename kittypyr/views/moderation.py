@@ -17,6 +17,7 @@ from kittypyr.resources import Message, Thread
 from kittypyr.resources.admin import AuditEntry, ListAdmin, SiteAdmin
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
 from kittypyr.views.presentation import Page, display_name, format_date, page_number, subject_line
+from kittypyr.views.threads import message_in_thread_url
 from kittypyr.wording import counted
 
 CONFIRM = "kittypyr.templates:moderate.pt"
@@ -232,7 +233,7 @@ class ThreadModeration:
             return _refused(self.request, str(refused), self.request.resource_url(thread))
         target_thread = target.mailing_list.threads.data[target.thread]
         return done(self.request, "The thread was attached.",
-                    self.request.resource_url(target_thread, anchor=f"m-{target.__name__}"))
+                    message_in_thread_url(self.request, target_thread, target.__name__))
 
 
 # --- the administration pages -------------------------------------------------

@@ -26,12 +26,44 @@ from kittypyr.views.presentation import (
     file_label,
     format_date,
     human_size,
+    Page,
     iso_date,
+    page_number,
     set_validators,
 )
 
 # Deeper replies are drawn at this depth, so long chains stay readable.
 MAX_INDENT = 8
+
+# A thread page shows at most this many messages; a longer thread is read
+# page by page. An announcement answered thousands of times was one page of
+# megabytes, every body rendered again for every reader of it.
+THREAD_PAGE_SIZE = 100
+
+
+def thread_page_query(page_number, by_date=False, expanded=False):
+    """The query of a thread's page ``page_number`` (from 1) in its reading order and folding."""
+    query = {"view": "flat"} if by_date else {}
+    if expanded:
+        query["expand"] = "all"
+    if page_number > 1:
+        query["page"] = page_number
+    return query
+
+
+def message_in_thread_url(request, thread, name, order=None, by_date=False, expanded=False):
+    """The URL of ``thread``'s page that shows message ``name``, at its place.
+
+    ``order``: the thread's ``reading_order(by_date)``, when known already.
+    A thread of one page is named by its own URL.
+    """
+    if len(thread) <= THREAD_PAGE_SIZE:
+        return request.resource_url(thread, query=thread_page_query(1, by_date, expanded), anchor=f"m-{name}")
+    if order is None:
+        order = thread.reading_order(by_date)
+    index = next((i for i, (other, _, _) in enumerate(order) if other == name), 0)
+    query = thread_page_query(index // THREAD_PAGE_SIZE + 1, by_date, expanded)
+    return request.resource_url(thread, query=query, anchor=f"m-{name}")
 
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # Types no page can run or apply, served as the sender gave them; any other
@@ -172,25 +204,33 @@ class ThreadViews:
             return message_entry(message, depth, fold_patches=fold,
                                  diff_url=None if expanded else path(message))
 
+        # Only hashes and dates are ordered; the page loads the messages it shows.
+        order = thread.reading_order(by_date=flat)
+        page = Page(page_number(self.request), len(order), THREAD_PAGE_SIZE)
         messages = thread.mailing_list.messages
-        if flat:
-            members = sorted((messages[name] for name, _ in thread.walk()), key=lambda m: m.date)
-            entries = [entry(m) for m in members]
-        else:
-            entries = [entry(messages[name], depth) for name, depth in thread.walk()]
+        entries = [entry(messages[name], depth) for name, depth, _ in order[page.start:page.start + page.size]]
+        shown = {item["message"].__name__ for item in entries}
+
+        def link(name):
+            if name in shown:
+                return f"#m-{name}"
+            return message_in_thread_url(self.request, thread, name, order, flat, expanded)
+
         older, newer = neighbour_threads(thread)
-        community = thread_community(self.request, thread, entries)
+        community = thread_community(self.request, thread, entries, order, link)
         set_validators(self.request, thread.last_date, thread.__name__, len(thread),
-                       int(thread.last_date.timestamp()), "flat" if flat else "tree", fold,
+                       int(thread.last_date.timestamp()), "flat" if flat else "tree", fold, page.number,
                        community["fingerprint"])
-        view = {"view": "flat"} if flat else {}
         return {
             "thread": thread,
             "mailing_list": thread.mailing_list,
             "entries": entries,
+            "page": page,
+            "page_url": lambda number: self.request.resource_url(
+                thread, query=thread_page_query(number, flat, expanded)),
             "flat": flat,
-            "expand_url": self.request.resource_url(thread, query=dict(view, expand="all")),
-            "collapse_url": self.request.resource_url(thread, query=view),
+            "expand_url": self.request.resource_url(thread, query=thread_page_query(page.number, flat, True)),
+            "collapse_url": self.request.resource_url(thread, query=thread_page_query(page.number, flat)),
             "older": older,
             "newer": newer,
             "started": format_date(thread.date_started),
@@ -251,6 +291,7 @@ class MessageViews:
             "mailing_list": mailing_list,
             "thread": thread,
             "thread_size": len(walked),
+            "whole_thread_url": self._whole_thread_url(thread, index, len(walked)),
             "month": mailing_list[str(started.year)][str(started.month)],
             "entry": entry,
             "recipients": recipients(message),
@@ -264,6 +305,15 @@ class MessageViews:
             "outline": outline,
             "moderator": _moderating(self.request, message, [entry]),
         }
+
+    def _whole_thread_url(self, thread, index, size):
+        """The thread's page that shows this message (its ``index`` in the thread's reading order)."""
+        if thread is None:
+            return None
+        if index is None or size <= THREAD_PAGE_SIZE:
+            return self.request.resource_url(thread)
+        return self.request.resource_url(thread, query=thread_page_query(index // THREAD_PAGE_SIZE + 1),
+                                         anchor=f"m-{self.context.__name__}")
 
     @view_config(name="diff")
     def diff(self):

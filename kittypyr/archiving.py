@@ -200,6 +200,9 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False):
     messages.add(name, message)
     if message_id != parsed.message_id:
         messages.note_reuse(hash_of(parsed.message_id), name)
+    if parsed.permalink_id and message_id == parsed.message_id:
+        # Mailman's Archived-At names this hash (an odd Message-ID header).
+        messages.note_permalink(message_id_hash(parsed.permalink_id), name)
     if parent is None:
         # Added after its first message, so its aggregates are complete
         # when the catalog indexes it.

@@ -108,6 +108,9 @@ class ParsedMail:
     dated_by_header: bool = False
     # Attachments beyond MAX_ATTACHMENTS, kept in the original only.
     attachments_left_out: int = 0
+    # The id whose permalink Mailman writes into Archived-At, when it is
+    # not ``message_id`` (see ``permalink_id_of_header``); "" when it is.
+    permalink_id: str = ""
 
 
 class _Notes(list):
@@ -590,6 +593,18 @@ _ANGLE_ID = re.compile(r"<([^<>]+)>")
 def message_id_of_header(value):
     """The Message-ID a Message-ID header names, read as HyperKitty reads it."""
     return message_id_of_header_value(value)
+
+
+def permalink_id_of_header(text):
+    """The Message-ID whose permalink Mailman's archiver plugin asks for, given the Message-ID header's text.
+
+    The plugin strips every < and > off both ends of the header and asks
+    for that id's permalink (``api/mailman/urls``), which reads it back
+    inside one pair. For most headers that is the id the archive reads;
+    for odd ones (``a@b>``, ``(comment) <a@b>``, two bare ids, an encoded
+    word) it is another, and Archived-At names it.
+    """
+    return message_id_of_header(f"<{text.strip().strip('<>')}>")
 
 
 def _referenced_id(text):
@@ -1631,6 +1646,8 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
             message_id = message_id_of_header(_raw_header_text(value, None, notes))
             if message_id:
                 break
+    value = headers.first("message-id")
+    permalink_id = permalink_id_of_header(_raw_header_text(value, None, notes)) if value else ""
     # A Message-ID header that names nothing (``<>``) is the empty id, as
     # for Mailman (which asks for its permalink with msgid='') and
     # HyperKitty; only mail without any such header gets an id made up.
@@ -1674,6 +1691,7 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
         raw=raw,
         message_id=message_id,
         message_id_derived=derived,
+        permalink_id=permalink_id if permalink_id != message_id else "",
         fingerprint=fingerprint,
         # Shortened only now: a Message-ID derived from the subject stays the one older releases derived.
         subject=_shortened(subject, SUBJECT_MAX, "subject", notes),

@@ -387,6 +387,31 @@ def test_urls_gives_the_permalink_the_archive_answers(app, header):
     assert browser.get(answered.replace("https://lists.example.org/archives", "")).status_int == 200
 
 
+@pytest.mark.parametrize("header", [
+    "odd1@example.org>",
+    "(a comment) <odd2@example.org>",
+    "odd3@example.org other3@example.org",
+    "=?utf-8?q?odd4=40example.org?=",
+])
+def test_the_archived_at_mailman_writes_for_an_odd_message_id_leads_to_the_message(app, header):
+    # Mailman's plugin strips every < and > off both ends of the header and
+    # asks for the permalink of what is left; the archive reads the header
+    # whole. For these the two differ, and the Archived-At of every copy
+    # Mailman sent answered 404.
+    browser = TestApp(app)
+    raw = (f"From: a@example.org\nSubject: odd id {header}\nMessage-ID: {header}\n"
+           "Date: Wed, 1 Jan 2020 12:00:00 +0000\n\nbody\n").encode()
+    asked = browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": header.strip().strip("<>")},
+                        headers=AUTH).json["url"].replace("https://lists.example.org/archives", "")
+    answered = post(browser, raw).json["url"]
+    assert asked != answered  # else the header is not odd here
+    redirect = browser.get(asked, status=301)
+    assert redirect.location.endswith(answered.replace("https://lists.example.org/archives", ""))
+    assert browser.get(answered.replace("https://lists.example.org/archives", "")).status_int == 200
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 1
+
+
 def test_each_retry_is_logged(app_failing_first_attempts, caplog):
     import logging
 

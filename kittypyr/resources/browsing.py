@@ -53,6 +53,18 @@ class ThreadAlias:
         self.target = target
 
 
+class MessageAlias:
+    """The hash Mailman's permalink names for a message stored under another: it redirects to the message.
+
+    ``target``: the message's name (see ``Messages.permalinks``).
+    """
+
+    def __init__(self, name, messages, target):
+        self.__name__ = name
+        self.__parent__ = messages
+        self.target = target
+
+
 class ListAlias:
     """A list's address spelled in other case, and whatever path follows it.
 

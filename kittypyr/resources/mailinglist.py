@@ -9,7 +9,7 @@ from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticate
 
 from kittypyr.addresses import list_id_of
 from kittypyr.resources.admin import ListAdmin
-from kittypyr.resources.browsing import TagFolder, ThreadAlias, Year, is_number
+from kittypyr.resources.browsing import MessageAlias, TagFolder, ThreadAlias, Year, is_number
 from kittypyr.resources.containers import Container
 from kittypyr.resources.deleted import DeletedMessage, DeletedThread
 
@@ -28,10 +28,22 @@ class Messages(Container):
     """
 
     reused = None
+    # The hash of the id whose permalink Mailman wrote into Archived-At ->
+    # the message's name, where the two differ (odd Message-ID headers,
+    # see ``kittypyr.mail.permalink_id_of_header``). Made with the first.
+    permalinks = None
 
     def __init__(self):
         super().__init__()
         self.tombstones = OOBTree()
+
+    def note_permalink(self, name_of_id, name):
+        """Let ``name_of_id``, the hash Mailman's permalink of the message ``name`` names, lead to it."""
+        if name_of_id == name or name_of_id in self.data or name_of_id in self.tombstones:
+            return
+        if self.permalinks is None:
+            self.permalinks = OOBTree()
+        self.permalinks.setdefault(name_of_id, name)
 
     def note_reuse(self, name_of_id, name):
         """Remember that the message ``name`` came with the Message-ID whose hash is ``name_of_id``."""
@@ -50,9 +62,12 @@ class Messages(Container):
             return self.data[name]
         except KeyError:
             tombstone = self.tombstones.get(name)
-            if tombstone is None:
+            if tombstone is not None:
+                return DeletedMessage(name, self, tombstone)
+            target = self.permalinks.get(name) if self.permalinks is not None else None
+            if target is None:
                 raise
-            return DeletedMessage(name, self, tombstone)
+            return MessageAlias(name, self, target)
 
 
 class Threads(Container):

@@ -18,7 +18,7 @@ from kittypyr.outline import neighbourhood, position_in, previous_and_next
 from kittypyr.queries import neighbour_threads
 from kittypyr.rendering import patch_html, quote_html, render_body
 from kittypyr.resources import Message, Thread
-from kittypyr.resources.browsing import ThreadAlias, is_number
+from kittypyr.resources.browsing import MessageAlias, ThreadAlias, is_number
 from kittypyr.views.community import annotate_messages, entries_fingerprint, thread_community
 from kittypyr.views.presentation import (
     avatar,
@@ -243,6 +243,16 @@ class ThreadViews:
 def thread_alias(context, request):
     """An absorbed thread's old URL leads to the thread it joined."""
     return HTTPMovedPermanently(location=request.resource_url(context.target, *request.subpath))
+
+
+@view_config(context=MessageAlias)
+def message_alias(context, request):
+    """The permalink Mailman wrote for a message whose Message-ID header it read otherwise: the message."""
+    try:
+        message = context.__parent__[context.target]
+    except KeyError:
+        raise HTTPNotFound() from None
+    return HTTPMovedPermanently(location=request.resource_url(message))
 
 
 @view_defaults(context=Message)

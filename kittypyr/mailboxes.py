@@ -1056,15 +1056,22 @@ def _finish(raw, path, position, envelope, pipermail, doubts):
     return RawMail(raw, path, position, _envelope_date(envelope), tuple(doubts))
 
 
+_DOT_FILE = ("not read: its name starts with a dot, which the Maildir rules keep for files that are no"
+             " message; if it is one, import it by its path")
+
+
 def _read_maildir(path):
     """Yield the messages of cur/ and new/, by file name (each decompressed if need be).
 
     Every entry is a message: one that cannot be read (a dangling link, a
     directory where a message file should be, an I/O error) is yielded as
-    a failure in its place and the others are read. A folder that cannot
-    be listed is raised as MailSourceError after the other's messages; so
-    are Maildir++ subfolders (``.2007/``), mail of their own (a mail
-    client's Sent or Trash as well), which are not read.
+    a failure in its place and the others are read. A file whose name
+    starts with a dot is no message by the Maildir rules: it is not read,
+    but one that holds mail is yielded as a failure that says so. A file
+    that is an mbox (saved into cur/ by hand) is read as its messages. A
+    folder that cannot be listed is raised as MailSourceError after the
+    other's messages; so are Maildir++ subfolders (``.2007/``), mail of
+    their own (a mail client's Sent or Trash as well), which are not read.
     """
     entries = []
     unlisted = None
@@ -1077,15 +1084,32 @@ def _read_maildir(path):
         except OSError as exc:
             unlisted = MailSourceError(folder, _describe(exc))
             continue
-        entries.extend((name, sub) for name in names if not name.startswith("."))
+        entries.extend((name, sub) for name in names)
     entries.sort()
-    for position, (name, sub) in enumerate(entries, start=1):
+    position = 0
+    for name, sub in entries:
+        label = f"{sub}/{name}"
         try:
             raw = _uncompressed(read_regular_file(os.path.join(path, sub, name)))
         except (OSError, EOFError, _CorruptData) as exc:
-            yield RawMail(b"", path, position, None, failure=_describe(exc), name=f"{sub}/{name}")
+            if name.startswith("."):
+                continue
+            position += 1
+            yield RawMail(b"", path, position, None, failure=_describe(exc), name=label)
             continue
-        yield RawMail(raw, path, position, None, name=f"{sub}/{name}")
+        if name.startswith("."):
+            if _holds_mail(raw):
+                position += 1
+                yield RawMail(b"", path, position, None, failure=_DOT_FILE, name=label)
+            continue
+        if raw.startswith(b"From ") and _first_envelope(raw, 0, True) >= 0:
+            for number, mail in enumerate(_split_mbox(_Bytes(raw), os.path.join(path, label), False), start=1):
+                position += 1
+                yield RawMail(mail.raw, path, position, mail.envelope_date, mail.doubts, mail.failure,
+                              f"{label}, message {number}")
+            continue
+        position += 1
+        yield RawMail(raw, path, position, None, name=label)
     if unlisted is not None:
         raise unlisted
     subfolders = _maildir_subfolders(path)
@@ -1093,6 +1117,27 @@ def _read_maildir(path):
         raise MailSourceError(path, f"not read: its Maildir++ subfolder{'s' if len(subfolders) > 1 else ''} "
                                     f"{', '.join(subfolders)}, mail of {'their' if len(subfolders) > 1 else 'its'} "
                                     f"own; to archive it, import it by its path ({os.path.join(path, subfolders[0])})")
+
+
+def _holds_mail(data):
+    """Whether ``data`` starts as a message or an mbox does (a header block, or an envelope line and one)."""
+    lines = data[_skip_blank(data):_SNIFF_BYTES].splitlines(keepends=True)[:_LOOKAHEAD_LINES + 1]
+    if lines and lines[0].startswith(b"From "):
+        lines = lines[1:]
+    return _looks_like_header_block(lines)
+
+
+class _Bytes:
+    """``data`` read as a stream, as ``_split_mbox`` reads files."""
+
+    def __init__(self, data):
+        self._data = memoryview(data)
+        self._at = 0
+
+    def read(self, size):
+        chunk = bytes(self._data[self._at:self._at + size])
+        self._at += len(chunk)
+        return chunk
 
 
 def _maildir_subfolders(path):

@@ -963,3 +963,35 @@ def test_an_envelope_line_with_a_blank_line_then_a_header_block_still_starts_a_m
     mails = list(read_mail(path))
     assert len(mails) == 2 and mails[0].raw == _message(1)
     assert b"Message-ID: <m2@example.com>" in mails[1].raw
+
+
+def test_a_maildir_file_named_with_a_dot_that_holds_mail_is_named_not_read(tmp_path):
+    # The Maildir rules keep names starting with a dot for files that are
+    # no message, and they are not read; one that holds a message (renamed
+    # by hand, left by a synchronising tool) was left out without a word.
+    path = _maildir(tmp_path, [
+        ("cur", "1200000001.M1.host:2,S", _message(1)),
+        ("cur", ".1200000002.M2.host:2,S", _message(2)),
+        ("new", ".DS_Store", b"\x00\x00\x00\x01Bud1\x00\x00"),
+    ])
+    mails = list(read_mail(path))
+    assert [(m.position, m.name, bool(m.raw)) for m in mails] == [
+        (1, "cur/.1200000002.M2.host:2,S", False), (2, "cur/1200000001.M1.host:2,S", True)]
+    assert "starts with a dot" in mails[0].failure and "by its path" in mails[0].failure
+
+
+def test_a_mailbox_file_among_a_maildirs_messages_is_read_as_its_messages(tmp_path):
+    # An mbox saved into cur/ was read as one message: the first, with
+    # every other message of it in its body.
+    path = _maildir(tmp_path, [
+        ("cur", "1200000001.M1.host:2,S", _message(1)),
+        ("cur", "1200000002.M2.host:2,S", _mbox(_message(2), _message(3, b"From here on.\n"), _message(4))),
+        ("cur", "1200000003.M3.host:2,S", b"From user@example.com Tue Mar  6 09:12:45 2007\n" + _message(5)),
+    ])
+    mails = list(read_mail(path))
+    assert [m.position for m in mails] == [1, 2, 3, 4, 5]
+    assert [m.raw for m in mails[1:4]] == [_message(2), _message(3, b"From here on.\n"), _message(4)]
+    assert [m.name for m in mails[1:4]] == [f"cur/1200000002.M2.host:2,S, message {n}" for n in (1, 2, 3)]
+    assert all(m.envelope_date is not None for m in mails[1:4])
+    assert mails[0].name == "cur/1200000001.M1.host:2,S" and mails[0].raw == _message(1)
+    assert mails[4].name == "cur/1200000003.M3.host:2,S" and b"Message-ID: <m5@example.com>" in mails[4].raw

@@ -618,24 +618,43 @@ def _sniff(path):
         data, compression = _sample(path)
     except OSError as exc:
         raise MailSourceError(path, _describe(exc)) from exc
-    lone_returns = b"\r" in data and b"\n" not in data
+    lone_returns = _mostly_lone_returns(data)
     if lone_returns:
-        data = data.replace(b"\r", b"\n")
+        data = _LONE_RETURN.sub(b"\n", data)
     return _classify(path, data, os.path.basename(path)), compression, lone_returns
+
+
+_LONE_RETURN = re.compile(rb"\r(?!\n)")
+
+
+def _mostly_lone_returns(data):
+    """Whether more lines of ``data`` end with a carriage return alone (as classic Mac OS wrote them) than not."""
+    return len(_LONE_RETURN.findall(data)) > data.count(b"\n")
 
 
 class _LineFeeds:
     """A stream whose lines end with a carriage return alone, read with line feeds instead.
 
     Otherwise the whole file would be one line: its first envelope line,
-    and no message.
+    and no message. Only a return alone is turned: a file of such lines
+    joined with mail of another system keeps that mail's own line ends
+    (a single line feed in it made all the lines before it one, and their
+    messages were lost).
     """
 
     def __init__(self, stream):
         self._stream = stream
+        self._held = b""
 
     def read(self, size):
-        return self._stream.read(size).replace(b"\r", b"\n")
+        chunk = self._stream.read(size)
+        data, self._held = self._held + chunk, b""
+        if chunk and data.endswith(b"\r"):
+            # The line feed that may follow it is in the next read.
+            data, self._held = data[:-1], b"\r"
+            if not data:
+                return self.read(size)
+        return _LONE_RETURN.sub(b"\n", data)
 
 
 def detect_format(path) -> str:

@@ -995,3 +995,23 @@ def test_a_mailbox_file_among_a_maildirs_messages_is_read_as_its_messages(tmp_pa
     assert all(m.envelope_date is not None for m in mails[1:4])
     assert mails[0].name == "cur/1200000001.M1.host:2,S" and mails[0].raw == _message(1)
     assert mails[4].name == "cur/1200000003.M3.host:2,S" and b"Message-ID: <m5@example.com>" in mails[4].raw
+
+
+def test_an_mbox_of_lines_ending_in_a_return_alone_then_in_line_feeds_keeps_every_message(tmp_path):
+    # Classic Mac OS mail joined with mail of another system: a single line
+    # feed made the whole first part one "line", taken for the envelope
+    # line of the message after it, and its messages were lost unsaid.
+    mac = _mbox(_message(1), _message(2), _message(3)).replace(b"\n", b"\r")
+    for tail in (_mbox(_message(4)).replace(b"\n", b"\r\n"), _mbox(_message(4))):
+        path = _write(tmp_path, "joined.mbox", mac + tail)
+        mails = list(read_mail(path))
+        assert len(mails) == 4, [m.raw[:60] for m in mails]
+        assert [m.raw for m in mails[:3]] == [_message(n) for n in (1, 2, 3)]
+        assert b"Message-ID: <m4@example.com>" in mails[3].raw
+        assert all(m.envelope_date is not None for m in mails)
+
+
+def test_a_return_alone_inside_a_message_of_line_feeds_stays_as_it_is(tmp_path):
+    body = b"Progress: 10%\r20%\r100%\nDone.\n"
+    path = _write(tmp_path, "progress.mbox", _mbox(_message(1, body), _message(2)))
+    assert [m.raw for m in read_mail(path)] == [_message(1, body), _message(2)]

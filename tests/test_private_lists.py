@@ -386,6 +386,9 @@ def test_roles_on_a_list_whose_id_is_the_same_open_no_list_mailman_no_longer_has
         for url in PRIVATE_URLS:
             assert not leaks(app.get(url, status=403).text), url
         app.get(f"/list/{PRIVATE}/admin/", status=403)
+        # Nor do the reader's own lists name it, for the list Mailman has now.
+        mine = app.get("/users/me/")
+        assert not leaks(mine.text) and "board.lists.example.org" in mine.text
         # Site administrators still read and moderate it.
         admin = TestApp(site)
         log_in(admin, ADMIN)

@@ -451,7 +451,10 @@ def thread_items(threads):
 
 def subscriptions(request):
     """``[(list id, archived list or None, roles)]`` of the reader, from Mailman."""
-    by_id = {list_id_of(address): mailing_list for address, mailing_list in request.root.lists.items()}
+    # A list Mailman said it has not is not the one of that id it has now
+    # (list ids join name and domain with a dot: two addresses can share one).
+    by_id = {list_id_of(address): mailing_list for address, mailing_list in request.root.lists.items()
+             if mailing_list.in_mailman is not False}
     found = []
     for list_id, roles in sorted(request.user_roles.items()):
         found.append((list_id, by_id.get(list_id), sorted(roles)))

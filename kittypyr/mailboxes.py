@@ -980,12 +980,16 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
     find = buf.find
     # Where the current message ends by its Content-Length (see _content_length_end).
     length_end = _UNREAD
+    # Whether the current message holds a "From " line its Content-Length
+    # passes over: mboxcl2's, which quotes no line of a body.
+    unquoted = False
     while True:
         i = find(b"\nFrom ", scan)
         if i >= 0:
             if length_end is _UNREAD:
                 length_end = _content_length_end(buf, base, eof)
             if length_end is not _UNREAD and length_end is not None and i < length_end:
+                unquoted = True
                 scan = i + 1
                 continue
             line_end = find(b"\n", i + 1)
@@ -1019,7 +1023,8 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                     else:
                         cut = i + 1
                     position += 1
-                    yield _finish(buf[base:cut], path, position, envelope, pipermail, doubts)
+                    yield _finish(buf[base:cut], path, position, envelope, pipermail, doubts, unquoted)
+                    unquoted = False
                     doubts = [f"{where(i + 1)}: {doubt}"] if doubt else []
                     if envelope is None:
                         doubts.append(f"{where(i + 1)}: the file starts without an envelope line,"
@@ -1058,10 +1063,11 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
     elif raw.endswith(b"\n\n") or raw == b"\n":
         raw = raw[:-1]
     position += 1
-    yield _finish(raw, path, position, envelope, pipermail, doubts)
+    yield _finish(raw, path, position, envelope, pipermail, doubts, unquoted)
 
 
-def _finish(raw, path, position, envelope, pipermail, doubts):
+def _finish(raw, path, position, envelope, pipermail, doubts, unquoted=False):
+    """The RawMail of ``raw``; ``unquoted``: it is mboxcl2's, whose writer quoted none of its lines."""
     if envelope is None:
         # The first message of a file that starts without an envelope
         # line: no mbox writer quoted it.
@@ -1070,7 +1076,7 @@ def _finish(raw, path, position, envelope, pipermail, doubts):
     # after others: each is known by its own envelope line.
     if pipermail or _PIPERMAIL_ENVELOPE.match(envelope):
         raw = _restore_addresses(raw)
-    else:
+    elif not unquoted:
         raw = _unquote(raw)
     return RawMail(raw, path, position, _envelope_date(envelope), tuple(doubts))
 

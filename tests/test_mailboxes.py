@@ -198,6 +198,21 @@ def test_mboxcl2_with_crlf_line_ends(tmp_path):
     assert [m.raw for m in read_mail(path)] == messages
 
 
+def test_an_mboxcl2_message_with_an_unquoted_from_line_keeps_its_quoted_looking_lines(tmp_path):
+    # A body that holds an unquoted "From " line within its Content-Length
+    # is mboxcl2's, which quotes nothing: its ">From " lines are the
+    # writer's own, and lost their ">" as mboxrd's would.
+    body = _BOUNCED + b">From the archive: a line the sender began so.\n"
+    messages = [_with_length(1, body), _with_length(2, b">From here.\n")]
+    path = _write(tmp_path, "cl2.mbox", _mbox(*messages))
+
+    mails = list(read_mail(path))
+
+    assert mails[0].raw == messages[0]
+    # Nothing in the second says which writer it had: read as mboxrd's.
+    assert mails[1].raw == _with_length(2, b">From here.\n").replace(b"\n>From", b"\nFrom")
+
+
 @pytest.mark.parametrize("length", [5, len(_BOUNCED) + 40, 100_000, 10 ** 12])
 def test_a_content_length_that_does_not_end_at_a_message_is_not_trusted(tmp_path, length):
     # Wrong (a message edited after it was written), or pointing past the

@@ -1127,10 +1127,14 @@ def _read_maildir(path):
                 position += 1
                 yield RawMail(b"", path, position, None, failure=_DOT_FILE, name=label)
             continue
-        if raw.startswith(b"From ") and _first_envelope(raw, 0, True) >= 0:
+        if _is_mailbox(raw):
             for number, mail in enumerate(_split_mbox(_Bytes(raw), os.path.join(path, label), False), start=1):
                 position += 1
-                yield RawMail(mail.raw, path, position, mail.envelope_date, mail.doubts, mail.failure,
+                # A Maildir file is one message: one that quotes another
+                # whole, envelope line and all, reads as an mbox just the same.
+                doubts = mail.doubts if number == 1 else mail.doubts + (
+                    f"a new message starts at an envelope line inside the Maildir file {label}, read as an mbox",)
+                yield RawMail(mail.raw, path, position, mail.envelope_date, doubts, mail.failure,
                               f"{label}, message {number}")
             continue
         position += 1
@@ -1142,6 +1146,14 @@ def _read_maildir(path):
         raise MailSourceError(path, f"not read: its Maildir++ subfolder{'s' if len(subfolders) > 1 else ''} "
                                     f"{', '.join(subfolders)}, mail of {'their' if len(subfolders) > 1 else 'its'} "
                                     f"own; to archive it, import it by its path ({os.path.join(path, subfolders[0])})")
+
+
+def _is_mailbox(data):
+    """Whether ``data`` (a Maildir file) is an mbox of several messages: an envelope line first, and another."""
+    if data.startswith(_BYTE_ORDER_MARK):
+        data = data[len(_BYTE_ORDER_MARK):]
+    start = _skip_blank(data)
+    return data.startswith(b"From ", start) and _first_envelope(data, start, True) >= 0
 
 
 def _holds_mail(data):

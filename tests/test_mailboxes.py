@@ -1002,11 +1002,15 @@ def test_a_mailbox_file_among_a_maildirs_messages_is_read_as_its_messages(tmp_pa
         ("cur", "1200000001.M1.host:2,S", _message(1)),
         ("cur", "1200000002.M2.host:2,S", _mbox(_message(2), _message(3, b"From here on.\n"), _message(4))),
         ("cur", "1200000003.M3.host:2,S", b"From user@example.com Tue Mar  6 09:12:45 2007\n" + _message(5)),
+        ("cur", "1200000004.M4.host:2,S", b"\xef\xbb\xbf\n" + _mbox(_message(6), _message(7))),
     ])
     mails = list(read_mail(path))
-    assert [m.position for m in mails] == [1, 2, 3, 4, 5]
+    assert [m.position for m in mails] == [1, 2, 3, 4, 5, 6, 7]
+    assert [m.raw for m in mails[5:]] == [_message(6), _message(7)]
     assert [m.raw for m in mails[1:4]] == [_message(2), _message(3, b"From here on.\n"), _message(4)]
     assert [m.name for m in mails[1:4]] == [f"cur/1200000002.M2.host:2,S, message {n}" for n in (1, 2, 3)]
+    assert not mails[1].doubts and all("inside the Maildir file cur/1200000002.M2.host:2,S" in m.doubts[-1]
+                                       for m in mails[2:4])
     assert all(m.envelope_date is not None for m in mails[1:4])
     assert mails[0].name == "cur/1200000001.M1.host:2,S" and mails[0].raw == _message(1)
     assert mails[4].name == "cur/1200000003.M3.host:2,S" and b"Message-ID: <m5@example.com>" in mails[4].raw

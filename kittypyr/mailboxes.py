@@ -47,7 +47,10 @@ _PIPERMAIL_VOLUME = re.compile(
     r"^(?:(?P<year>\d{4})(?:-(?P<month>January|February|March|April|May|June|July|August|September"
     r"|October|November|December)|q(?P<quarter>[1-4])|(?P<day>\d{4}))?|Week-of-Mon-(?P<monday>\d{8}))$"
 )
-_PIPERMAIL_NAME = re.compile(r"^(?P<volume>[\w-]+)\.txt(?:\.gz)?$")
+# Pipermail compresses with gzip; a volume recompressed otherwise is read too.
+_PIPERMAIL_NAME = re.compile(r"^(?P<volume>[\w-]+)\.txt(?P<compressed>\.(?:gz|bz2|xz))?$")
+# A month's name in a file renamed by hand (``2007-june.txt``).
+_ANY_CASE_MONTH = re.compile(r"^(\d{4}-)([A-Za-z]+)$")
 
 # Pipermail writes the envelope sender as "jdoe at example.com".
 _PIPERMAIL_ENVELOPE = re.compile(rb"From [^\s@]+ at [^\s@]+\s")
@@ -1259,9 +1262,13 @@ def pipermail_volume(name):
 def pipermail_volume_of_file(name):
     """The volume a Pipermail volume file (``2007-March.txt``, ``2007q1.txt.gz``...) holds, else None."""
     match = _PIPERMAIL_NAME.match(name)
-    if match is None or pipermail_volume(match["volume"]) is None:
+    if match is None:
         return None
-    return match["volume"]
+    volume = match["volume"]
+    month = _ANY_CASE_MONTH.match(volume)
+    if month:
+        volume = month[1] + month[2].capitalize()
+    return volume if pipermail_volume(volume) is not None else None
 
 
 def pipermail_months(folder):
@@ -1272,11 +1279,12 @@ def pipermail_months(folder):
     Returns [] when ``folder`` holds no volume file.
     """
     volumes = {}
-    for name in os.listdir(folder):
+    for name in sorted(os.listdir(folder)):
         volume = pipermail_volume_of_file(name)
         if volume is not None:
             key = pipermail_volume(volume)
-            if key not in volumes or not name.endswith(".gz"):
+            # One file a volume: the plain one, else the first compressed.
+            if key not in volumes or (name.endswith(".txt") and not volumes[key].endswith(".txt")):
                 volumes[key] = os.path.join(folder, name)
     return [volumes[key] for key in sorted(volumes)]
 

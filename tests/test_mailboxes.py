@@ -695,6 +695,22 @@ def test_pipermail_folder_lists_each_month_once_in_order(tmp_path):
     assert expand_sources([other]) == [str(other)]
 
 
+def test_pipermail_month_files_compressed_otherwise_or_renamed_in_lower_case_are_imported(tmp_path):
+    # Recompressed with bzip2 or xz, or renamed by hand: the reader reads
+    # them, but the folder left them out without a word.
+    from kittypyr.mailboxes import expand_sources
+
+    for name in ("2007-May.txt.bz2", "2007-July.txt.xz", "2007-june.txt", "2007-June.txt.gz", "2007-April.txt.gz",
+                 "2007-April.txt.xz"):
+        (tmp_path / name).write_bytes(b"")
+    assert expand_sources([tmp_path]) == [
+        str(tmp_path / "2007-April.txt.gz"),
+        str(tmp_path / "2007-May.txt.bz2"),
+        str(tmp_path / "2007-june.txt"),
+        str(tmp_path / "2007-July.txt.xz"),
+    ]
+
+
 # --- envelope lines recognised one by one -------------------------------
 
 

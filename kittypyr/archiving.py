@@ -93,16 +93,26 @@ def _hasher(parsed):
 def _storage_id(messages, parsed, hash_of=message_id_hash):
     """The Message-ID to store ``parsed`` under, or None if it is a duplicate.
 
-    A different message that reuses an archived Message-ID is kept under an
-    id derived from its content (``_reuse_ids``), so neither is lost and a
-    re-import of either stays idempotent. Returns ``(message_id, existing
+    A different message that reuses an archived Message-ID (or the one an
+    archived message's Archived-At names) is kept under an id derived from
+    its content (``_reuse_ids``), so neither is lost and a re-import of
+    either stays idempotent. Returns ``(message_id, existing
     message)``.
     """
     message_id = parsed.message_id
-    existing = messages.get(hash_of(message_id))
+    name = hash_of(message_id)
+    existing = messages.get(name)
     if existing is None:
-        return message_id, None
-    if _same_mail(existing, parsed):
+        # A hash Mailman's Archived-At gave a message stored otherwise (an
+        # odd Message-ID header) stays that message's: another post under
+        # that id is kept as a reuse of it.
+        held_for = messages.permalink_target(name)
+        if held_for is None:
+            return message_id, None
+        existing = messages.get(held_for)
+        if existing is not None and _same_mail(existing, parsed):
+            return None, existing
+    elif _same_mail(existing, parsed):
         return None, existing
     for derived in _reuse_ids(parsed):
         existing = messages.get(message_id_hash(derived))

@@ -410,6 +410,20 @@ def test_the_archived_at_mailman_writes_for_an_odd_message_id_leads_to_the_messa
     assert browser.get(answered.replace("https://lists.example.org/archives", "")).status_int == 200
     with prepare(registry=app.registry) as env:
         assert archive_info(env["root"], LIST)["messages"] == 1
+    # The JSON API answers for it too, with the message.
+    email = browser.get(asked.replace("/list/", "/api/list/").replace("/message/", "/email/")).json
+    assert email["url"].endswith(answered.replace("https://lists.example.org/archives", ""))
+
+    # A post under the id the permalink names is another post: it takes
+    # nothing of the link Mailman gave every copy of the first.
+    plain = header.strip().strip("<>")
+    other = (f"From: b@example.org\nSubject: another post\nMessage-ID: <{plain}>\n"
+             "Date: Thu, 2 Jan 2020 12:00:00 +0000\n\nanother body\n").encode()
+    elsewhere = post(browser, other).json["url"]
+    assert elsewhere not in (answered, f"https://lists.example.org/archives{asked}")
+    assert browser.get(asked, status=301).location.endswith(answered.replace("https://lists.example.org/archives", ""))
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 2
 
 
 def test_each_retry_is_logged(app_failing_first_attempts, caplog):

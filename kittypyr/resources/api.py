@@ -4,7 +4,7 @@
 ``/api/list/<address>/thread/<key>/`` and ``/api/list/<address>/email/<hash>/``.
 """
 
-from kittypyr.resources.browsing import ListAlias, ThreadAlias
+from kittypyr.resources.browsing import ListAlias, MessageAlias, ThreadAlias
 
 
 class _Node:
@@ -120,7 +120,11 @@ class ApiEmailFolder(_Node):
         messages = self.__parent__.mailing_list.messages
         message = messages.data.get(name)
         if message is None:
-            return ApiGone(messages[name], name, self)  # KeyError if it never existed
+            found = messages[name]  # KeyError if it never existed
+            if isinstance(found, MessageAlias):
+                # The hash Mailman's Archived-At names: the message it was written for.
+                return self[found.target]
+            return ApiGone(found, name, self)
         return ApiEmail(message, name, self)
 
 

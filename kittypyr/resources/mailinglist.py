@@ -45,6 +45,10 @@ class Messages(Container):
             self.permalinks = OOBTree()
         self.permalinks.setdefault(name_of_id, name)
 
+    def permalink_target(self, name_of_id):
+        """The name of the message whose Archived-At names ``name_of_id`` though it is stored otherwise, or None."""
+        return None if self.permalinks is None else self.permalinks.get(name_of_id)
+
     def note_reuse(self, name_of_id, name):
         """Remember that the message ``name`` came with the Message-ID whose hash is ``name_of_id``."""
         if self.reused is None:
@@ -64,7 +68,7 @@ class Messages(Container):
             tombstone = self.tombstones.get(name)
             if tombstone is not None:
                 return DeletedMessage(name, self, tombstone)
-            target = self.permalinks.get(name) if self.permalinks is not None else None
+            target = self.permalink_target(name)
             if target is None:
                 raise
             return MessageAlias(name, self, target)

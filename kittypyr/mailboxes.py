@@ -52,8 +52,10 @@ _PIPERMAIL_NAME = re.compile(r"^(?P<volume>[\w-]+)\.txt(?P<compressed>\.(?:gz|bz
 # A month's name in a file renamed by hand (``2007-june.txt``).
 _ANY_CASE_MONTH = re.compile(r"^(\d{4}-)([A-Za-z]+)$")
 
-# Pipermail writes the envelope sender as "jdoe at example.com".
+# Pipermail writes the envelope sender as "jdoe at example.com"; this one,
+# for mail whose sender it could not read, as it is.
 _PIPERMAIL_ENVELOPE = re.compile(rb"From [^\s@]+ at [^\s@]+\s")
+_PIPERMAIL_NO_SENDER = b"From bogus@does.not.exist.com "
 
 
 class MailSourceError(Exception):
@@ -974,6 +976,10 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
         base = len(buf) if nl < 0 else nl + 1
         envelope = buf[start:base]
     doubts = []
+    # A Pipermail file writes every envelope line in its own form (but for
+    # mail with no sender it could read) and quotes no line of a body: a
+    # line in another form may be a body's, pasted whole.
+    pipermail_envelopes = pipermail and envelope is not None and bool(_PIPERMAIL_ENVELOPE.match(envelope))
 
     position = 0
     if fragment is not None:
@@ -1016,6 +1022,9 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                 follows = _what_follows(buf, line_end + 1, eof)
                 if follows is not None:
                     split, doubt = _judge_envelope(line, form, blank_before, follows)
+                    if split and not doubt and pipermail_envelopes and not _PIPERMAIL_ENVELOPE.match(line) \
+                            and not line.startswith(_PIPERMAIL_NO_SENDER):
+                        doubt = "a new message starts at an envelope line not in the form Pipermail writes"
                     if not split:
                         if doubt:
                             doubts.append(f"{where(i + 1)}: {doubt}")

@@ -626,6 +626,32 @@ def test_pipermail_keeps_mboxrd_like_lines(tmp_path):
     assert mail.raw == b"From: a@b.org (A)\n\n>From x\n"
 
 
+def test_an_envelope_line_not_in_pipermails_form_in_a_pipermail_file_is_a_doubtful_split(tmp_path):
+    # Pipermail quotes no line of a body, and writes its own envelope lines
+    # "From jdoe at example.com  date": a bounce pasted whole, envelope line
+    # and header, cut the post there without a word. (It writes one other
+    # form, for mail whose sender it could not read: no doubt there.)
+    pasted = (b"Here is the bounce, verbatim:\n\n"
+              b"From MAILER-DAEMON Tue Mar  6 09:10:00 2007\n"
+              b"Return-Path: <>\nFrom: Mail Delivery System <MAILER-DAEMON@example.org>\nSubject: Undelivered\n\n"
+              b"This is the mail system.\n")
+    data = (b"From alice at example.org  Tue Mar  6 09:12:45 2007\n"
+            b"From: alice at example.org (Alice)\nSubject: [dev] bounce?\nMessage-ID: <fwd1@example.org>\n\n"
+            + pasted + b"\n"
+            b"From bogus@does.not.exist.com  Tue Mar  6 09:50:00 2007\n"
+            b"From: bogus@does.not.exist.com ()\nSubject: No subject\nMessage-ID: <mailman.1.x@example.org>\n\n"
+            b"Lost sender.\n\n"
+            b"From bob at example.org  Tue Mar  6 10:00:00 2007\n"
+            b"From: bob at example.org (Bob)\nSubject: [dev] Re: bounce?\nMessage-ID: <r1@example.org>\n\nNo.\n")
+    path = _write(tmp_path, "2007-March.txt", data)
+    mails = list(read_mail(path))
+    assert len(mails) == 4
+    assert [m.raw.startswith(b"Return-Path: <>") for m in mails] == [False, True, False, False]
+    assert len(mails[1].doubts) == 1 and "Pipermail" in mails[1].doubts[0]
+    assert not mails[2].doubts and not mails[3].doubts
+    assert mails[3].raw.startswith(b"From: bob@example.org (Bob)")
+
+
 # --- Maildir -------------------------------------------------------------
 
 

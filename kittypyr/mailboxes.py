@@ -742,6 +742,9 @@ def read_mail(path) -> Iterator[RawMail]:
 _LOOKAHEAD_LINES = 6
 _LOOKAHEAD_BYTES = 4096
 
+# "From " and an address, and a time somewhere after it: a line that may
+# be an envelope line whatever form its date has.
+_ENVELOPE_LIKE = re.compile(rb"From (?:[^\s@]+@[^\s@]+|MAILER-DAEMON) .*(?<!\d)\d{1,2}:\d{2}(?!\d)")
 _HEADERS, _NOTHING, _TEXT = "headers", "nothing", "text"
 # A blank line, then text that is no header: a body's paragraph.
 _BLANK_THEN_TEXT = "blank, then text"
@@ -1017,6 +1020,11 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                 if form is None and blank_before:
                     form = _UNDATED
                 if form is None or (form != _FULL and not blank_before):
+                    if _ENVELOPE_LIKE.match(line) and _what_follows(buf, line_end + 1, eof) == _HEADERS:
+                        # Kept, as a body's line may be anything; but a header
+                        # after it says it may have been another message's start.
+                        doubts.append(f"{where(i + 1)}: a 'From ' line with a time and a header after it, but no"
+                                      " blank line before it and no date in a known form, kept in the message")
                     scan = i + 1
                     continue
                 follows = _what_follows(buf, line_end + 1, eof)

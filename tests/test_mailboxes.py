@@ -1076,3 +1076,14 @@ def test_a_return_alone_inside_a_message_of_line_feeds_stays_as_it_is(tmp_path):
     body = b"Progress: 10%\r20%\r100%\nDone.\n"
     path = _write(tmp_path, "progress.mbox", _mbox(_message(1, body), _message(2)))
     assert [m.raw for m in read_mail(path)] == [_message(1, body), _message(2)]
+
+
+@pytest.mark.parametrize("line", [b"From u2@example.org Tue, 06 Mar 2007 09:13:45 +0100 (CET)\n",
+                                  b"From u2@example.org 2007-03-06 09:13:45\n"])
+def test_an_envelope_like_line_right_after_a_body_line_with_a_header_after_it_is_said_to_be_kept(tmp_path, line):
+    # No blank line before it and a date in no form the reader knows: it
+    # stays in the message, as it did, but no longer without a word.
+    data = b"From u1@example.org Tue Mar  6 09:12:45 2007\n" + _message(1) + line + _message(2)
+    mails = list(read_mail(_write(tmp_path, "odd.mbox", data)))
+    assert len(mails) == 1 and len(mails[0].doubts) == 1
+    assert mails[0].doubts[0].startswith("line 8 ") and "kept in the message" in mails[0].doubts[0]

@@ -995,8 +995,19 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
     # Whether the current message holds a "From " line its Content-Length
     # passes over: mboxcl2's, which quotes no line of a body.
     unquoted = False
+    # Where the next "From " right after a NUL byte is (-1: none in buf; None:
+    # not looked for since buf changed). A crash leaves a run of NULs where
+    # a message was being appended, and the next envelope line right after.
+    nul_from = None
     while True:
         i = find(b"\nFrom ", scan)
+        if nul_from is None or 0 <= nul_from < scan:
+            nul_from = find(b"\x00From ", scan)
+        nul_start = None
+        if nul_from >= 0 and (i < 0 or nul_from < i):
+            i = nul_start = nul_from
+            while nul_start > base and buf[nul_start - 1] == 0:
+                nul_start -= 1
         if i >= 0:
             if length_end is _UNREAD:
                 length_end = _content_length_end(buf, base, eof)
@@ -1012,10 +1023,12 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                 form = _envelope_form(line)
                 # buf[i] ends the line before the candidate; that line is
                 # empty if buf[i] starts the message or follows a line end.
+                # After NULs, the line before is the one they start on.
+                before = i if nul_start is None else nul_start
                 blank_before = (
-                    i == base
-                    or buf[i - 1] == 0x0A
-                    or (buf[i - 1] == 0x0D and (i - 1 == base or buf[i - 2] == 0x0A))
+                    before == base
+                    or buf[before - 1] == 0x0A
+                    or (buf[before - 1] == 0x0D and (before - 1 == base or buf[before - 2] == 0x0A))
                 )
                 if form is None and blank_before:
                     form = _UNDATED
@@ -1038,7 +1051,14 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                             doubts.append(f"{where(i + 1)}: {doubt}")
                         scan = i + 1
                         continue
-                    if blank_before:
+                    if nul_start is not None:
+                        # Up to the NULs, less the blank line before them if any.
+                        cut = nul_start
+                        if cut > base and buf[cut - 1] == 0x0A and cut - 1 > base and buf[cut - 2] in (0x0A, 0x0D):
+                            cut -= 1
+                            if buf[cut - 1] == 0x0D and cut - 1 > base and buf[cut - 2] == 0x0A:
+                                cut -= 1
+                    elif blank_before:
                         cut = i - 1 if i > base and buf[i - 1] == 0x0D else i
                     else:
                         cut = i + 1
@@ -1046,6 +1066,9 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                     yield _finish(buf[base:cut], path, position, envelope, pipermail, doubts, unquoted)
                     unquoted = False
                     doubts = [f"{where(i + 1)}: {doubt}"] if doubt else []
+                    if nul_start is not None:
+                        doubts.append(f"{where(i + 1)}: a new message starts at an envelope line after"
+                                      f" {i + 1 - nul_start} NUL bytes, left out (a crash leaves them so)")
                     if envelope is None:
                         doubts.append(f"{where(i + 1)}: the file starts without an envelope line,"
                                       " as a single message does, yet a new message starts here")
@@ -1067,6 +1090,7 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
             counted_to -= base
             dropped += base
             buf = buf[base:] + chunk
+            nul_from = None
             scan -= base
             if length_end is not _UNREAD and length_end is not None:
                 length_end -= base

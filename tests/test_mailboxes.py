@@ -1087,3 +1087,25 @@ def test_an_envelope_like_line_right_after_a_body_line_with_a_header_after_it_is
     mails = list(read_mail(_write(tmp_path, "odd.mbox", data)))
     assert len(mails) == 1 and len(mails[0].doubts) == 1
     assert mails[0].doubts[0].startswith("line 8 ") and "kept in the message" in mails[0].doubts[0]
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+@pytest.mark.parametrize("before", [b"\n", b""])
+def test_an_envelope_line_after_nul_bytes_a_crash_left_starts_a_message(tmp_path, monkeypatch, chunk, before):
+    # A crash while a message was appended leaves a run of NUL bytes, then
+    # the next envelope line: it was read as part of the message before,
+    # the message after it never stored, and nothing said so.
+    monkeypatch.setattr("kittypyr.mailboxes._CHUNK", chunk)
+    data = (_mbox(_message(1))[:-1] + before + b"\x00" * 512
+            + _mbox(_message(2), _message(3)))
+    mails = list(read_mail(_write(tmp_path, "crashed.mbox", data)))
+    assert [m.raw for m in mails] == [_message(1), _message(2), _message(3)]
+    assert mails[1].envelope_date is not None
+    assert len(mails[1].doubts) == 1 and "after 512 NUL bytes" in mails[1].doubts[0]
+    assert not mails[0].doubts and not mails[2].doubts
+
+
+def test_nul_bytes_before_from_inside_a_line_of_a_body_split_nothing(tmp_path):
+    body = b"binary junk \x00\x00From here on it is text.\n"
+    mails = list(read_mail(_write(tmp_path, "junk.mbox", _mbox(_message(1, body), _message(2)))))
+    assert [m.raw for m in mails] == [_message(1, body), _message(2)]

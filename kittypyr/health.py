@@ -36,7 +36,7 @@ from kittypyr.fulltext import FullTextIndex, chunk_groups_of, days_by_catalog, s
 from kittypyr.msgid import message_id_hash
 from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
-from kittypyr.resources.thread import month_of
+from kittypyr.resources.thread import ROOTS, month_of
 from kittypyr.stats import ListActivity, activity_of, rank_of, rebuild_activity
 from kittypyr.wording import counted
 
@@ -420,9 +420,16 @@ def _thread_disagreements(thread, messages):
             problems.append(f"{len(members - names)} member(s) that are not its messages")
     if len(thread) != len(names):
         problems.append(f"count {len(thread)} instead of {len(names)}")
-    placed = [name for entries in thread.children.values() for _, name in entries]
-    if sorted(placed) != sorted(names):
+    placed = [(parent, entry) for parent, entries in thread.children.items() for entry in entries]
+    if sorted(name for _, (_, name) in placed) != sorted(names):
         problems.append("its reply tree does not hold each of its messages once")
+    else:
+        # Each under its own parent (the thread's first messages under
+        # ROOTS), filed at its own date: what the pages walk.
+        expected = {(message.parent if message.parent in names else ROOTS, (message.timestamp, message.__name__))
+                    for message in messages}
+        if set(placed) != expected:
+            problems.append("its reply tree disagrees with its messages' parents or dates")
     months = collections.Counter(month_of(message.date) for message in messages)
     if dict(months) != dict(thread.months):
         problems.append("months disagree")

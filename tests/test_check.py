@@ -105,6 +105,12 @@ def lost_member(archive, mailing_list):
     thread._count += 3
 
 
+def misplaced_reply(archive, mailing_list):
+    # The tree says 2 answers 0, its message says it answers 1.
+    thread = mailing_list.threads[h(0)]
+    thread.children = {"": thread.children[""], h(0): thread.children[h(0)] + thread.children.pop(h(1))}
+
+
 def wrong_aggregates(archive, mailing_list):
     activity = activity_of(mailing_list)
     activity.per_day[(START + timedelta(days=4)).date().isoformat()] += 5
@@ -183,6 +189,7 @@ DAMAGE = {
     "a dangling document": (broken_document_map, "NOSUCHMESSAGE: docid"),
     "an older message's way back": (broken_older_document_map, "has no way back from its path"),
     "a thread's member set": (lost_member, "1 of its messages missing from its members; count 6 instead of 3"),
+    "a thread's reply tree": (misplaced_reply, "its reply tree disagrees with its messages' parents"),
     "a list's aggregates": (wrong_aggregates, "per_day differs at 1 key(s)"),
     "a list's attachment count": (wrong_aggregates, "attachment count 3 instead of 1"),
     "a list's thread orders": (wrong_thread_orders, "by_activity differs at 1 key(s)"),

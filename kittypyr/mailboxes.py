@@ -1185,11 +1185,19 @@ def _read_maildir(path):
         yield RawMail(raw, path, position, None, name=label)
     if unlisted is not None:
         raise unlisted
+    left = []
     subfolders = _maildir_subfolders(path)
     if subfolders:
-        raise MailSourceError(path, f"not read: its Maildir++ subfolder{'s' if len(subfolders) > 1 else ''} "
-                                    f"{', '.join(subfolders)}, mail of {'their' if len(subfolders) > 1 else 'its'} "
-                                    f"own; to archive it, import it by its path ({os.path.join(path, subfolders[0])})")
+        left.append(f"its Maildir++ subfolder{'s' if len(subfolders) > 1 else ''} {', '.join(subfolders)}, mail of"
+                    f" {'their' if len(subfolders) > 1 else 'its'} own; to archive it, import it by its path"
+                    f" ({os.path.join(path, subfolders[0])})")
+    in_delivery = _files_in(os.path.join(path, "tmp"))
+    if in_delivery:
+        left.append(f"{len(in_delivery)} file{'s' if len(in_delivery) > 1 else ''} in tmp/ ({in_delivery[0]}"
+                    f"{', ...' if len(in_delivery) > 1 else ''}), mail being delivered when the folder was copied;"
+                    " a whole message there is archived once moved to new/")
+    if left:
+        raise MailSourceError(path, "not read: " + "; ".join(left))
 
 
 def _is_mailbox(data):
@@ -1219,6 +1227,14 @@ class _Bytes:
         chunk = bytes(self._data[self._at:self._at + size])
         self._at += len(chunk)
         return chunk
+
+
+def _files_in(folder):
+    """The names of the files in ``folder``, in order; [] if it cannot be listed."""
+    try:
+        return sorted(entry.name for entry in os.scandir(folder) if entry.is_file())
+    except OSError:
+        return []
 
 
 def _maildir_subfolders(path):

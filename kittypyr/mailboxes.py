@@ -48,7 +48,7 @@ _PIPERMAIL_VOLUME = re.compile(
     r"|October|November|December)|q(?P<quarter>[1-4])|(?P<day>\d{4}))?|Week-of-Mon-(?P<monday>\d{8}))$"
 )
 # Pipermail compresses with gzip; a volume recompressed otherwise is read too.
-_PIPERMAIL_NAME = re.compile(r"^(?P<volume>[\w-]+)\.txt(?P<compressed>\.(?:gz|bz2|xz))?$")
+_PIPERMAIL_NAME = re.compile(r"^(?P<volume>[\w-]+)\.txt(?:\.(?:gz|bz2|xz))?$")
 # A month's name in a file renamed by hand (``2007-june.txt``).
 _ANY_CASE_MONTH = re.compile(r"^(\d{4}-)([A-Za-z]+)$")
 
@@ -1054,10 +1054,10 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                     if nul_start is not None:
                         # Up to the NULs, less the blank line before them if any.
                         cut = nul_start
-                        if cut > base and buf[cut - 1] == 0x0A and cut - 1 > base and buf[cut - 2] in (0x0A, 0x0D):
+                        if cut - 2 >= base and buf[cut - 2:cut] == b"\n\n":
                             cut -= 1
-                            if buf[cut - 1] == 0x0D and cut - 1 > base and buf[cut - 2] == 0x0A:
-                                cut -= 1
+                        elif cut - 4 >= base and buf[cut - 4:cut] == b"\r\n\r\n":
+                            cut -= 2
                     elif blank_before:
                         cut = i - 1 if i > base and buf[i - 1] == 0x0D else i
                     else:
@@ -1140,7 +1140,8 @@ def _read_maildir(path):
     that is an mbox (saved into cur/ by hand) is read as its messages. A
     folder that cannot be listed is raised as MailSourceError after the
     other's messages; so are Maildir++ subfolders (``.2007/``), mail of
-    their own (a mail client's Sent or Trash as well), which are not read.
+    their own (a mail client's Sent or Trash as well), and files left in
+    tmp/, which are not read.
     """
     entries = []
     unlisted = None

@@ -1095,15 +1095,17 @@ def test_an_envelope_like_line_right_after_a_body_line_with_a_header_after_it_is
 
 @pytest.mark.parametrize("chunk", [1 << 20, 7])
 @pytest.mark.parametrize("before", [b"\n", b""])
-def test_an_envelope_line_after_nul_bytes_a_crash_left_starts_a_message(tmp_path, monkeypatch, chunk, before):
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+def test_an_envelope_line_after_nul_bytes_a_crash_left_starts_a_message(tmp_path, monkeypatch, chunk, before,
+                                                                          newline):
     # A crash while a message was appended leaves a run of NUL bytes, then
     # the next envelope line: it was read as part of the message before,
     # the message after it never stored, and nothing said so.
     monkeypatch.setattr("kittypyr.mailboxes._CHUNK", chunk)
     data = (_mbox(_message(1))[:-1] + before + b"\x00" * 512
-            + _mbox(_message(2), _message(3)))
+            + _mbox(_message(2), _message(3))).replace(b"\n", newline)
     mails = list(read_mail(_write(tmp_path, "crashed.mbox", data)))
-    assert [m.raw for m in mails] == [_message(1), _message(2), _message(3)]
+    assert [m.raw for m in mails] == [_message(n).replace(b"\n", newline) for n in (1, 2, 3)]
     assert mails[1].envelope_date is not None
     assert len(mails[1].doubts) == 1 and "after 512 NUL bytes" in mails[1].doubts[0]
     assert not mails[0].doubts and not mails[2].doubts

@@ -13,8 +13,9 @@ its count. What a feed shows is what the pages show: addresses written
 ``jdoe at example.com``, bodies rendered as on the message's page (and cut
 sooner), deleted messages gone (they left the catalog), a private list's
 feeds closed to anyone who may not read the list (403, as its pages: feed
-readers send no cookie). ETag and Last-Modified let readers poll cheaply:
-an unchanged feed answers 304 before any entry is rendered.
+readers send no cookie). An ETag lets readers poll cheaply: an unchanged
+feed answers 304 before any entry is rendered. (No Last-Modified: a
+deleted message changes a feed, not the date of its newest entry.)
 
 So that a feed reader can follow a private list, a logged-in reader's
 pages name the list's and threads' feeds with their feed key

@@ -534,7 +534,10 @@ def answers_kept_to_their_reader(cookie_name):
     member's copy on, so every answer to a request with a session, or that
     starts one, is private to that reader; and every answer varies with the
     cookie, so that what an anonymous reader was given is not handed to a
-    member either. Static files are the same for all.
+    member either; an answer to a URL with a feed key is private too. No
+    cache may hand an answer on without asking again (``no-cache``): a
+    deleted message or a list made private must not outlive its
+    deletion in a cache. Static files are the same for all.
     """
 
     def keep_to_reader(event):
@@ -545,9 +548,14 @@ def answers_kept_to_their_reader(cookie_name):
         vary = tuple(response.vary or ())
         if "Cookie" not in vary:
             response.vary = vary + ("Cookie",)
-        if cookie_name in request.cookies or "Set-Cookie" in response.headers:
+        # A feed key in the URL (or a redirect's) is a reader's, as a cookie is.
+        if cookie_name in request.cookies or "Set-Cookie" in response.headers or "key" in request.GET:
             response.cache_control.public = False
             response.cache_control.private = True
+        # Mail is deleted and lists close: a cache keeps nothing without
+        # asking again (an unchanged page answers 304, cheaply).
+        if response.cache_control.max_age is None and not response.cache_control.no_store:
+            response.cache_control.no_cache = True
 
     return keep_to_reader
 

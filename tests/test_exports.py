@@ -218,7 +218,7 @@ def test_private_lists_are_exported_to_their_members_only(app, tmp_path, monkeyp
     log_in(member, MEMBER)
     answer = member.get(f"/list/{PRIVATE}/export/board.mbox.gz")
     assert b"Confidential" in gzip.decompress(answer.body)
-    assert answer.headers["Cache-Control"] == "private"
+    assert answer.headers["Cache-Control"] == "no-cache, private"
     assert b"Confidential" in gzip.decompress(member.get("/search.mbox.gz", {"q": "exports"}).body)
 
 

@@ -217,7 +217,7 @@ def test_login_shows_the_reader_and_logout_needs_the_form_token(site, mailman):
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
     page = app.get("/")
     assert "Mia Member" in page.text and "Log out" in page.text
-    assert page.headers["Cache-Control"] == "private"
+    assert page.headers["Cache-Control"] == "no-cache, private"
     app.post("/logout", status=400)  # no CSRF token: refused
     assert "Mia Member" in app.get("/").text
     log_out(app)

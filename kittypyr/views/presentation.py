@@ -169,10 +169,14 @@ def page_number(request):
 
 
 def set_validators(request, last_modified, *parts):
-    """Let browsers and proxies revalidate: ETag (and Last-Modified), 304 when unchanged.
+    """Let browsers and proxies revalidate: an ETag, 304 when unchanged.
 
     ``parts`` are everything the page depends on; the day is among them
-    wherever a page shows "the last 30 days".
+    wherever a page shows "the last 30 days". ``last_modified`` (the
+    page's newest mail) counts among them, but is not sent as
+    Last-Modified: deleting an older message, a vote or a tag changes a
+    page and not that date, and a cache asking "modified since?" was told
+    no, and went on showing the deleted mail.
     """
     response = request.response
     user = request.user
@@ -183,8 +187,6 @@ def set_validators(request, last_modified, *parts):
         parts += (user.address, request.session.get_csrf_token(), *request.session.peek_flash())
         if request.session.peek_flash():
             return  # a notice shown once: never answered by "not modified"
-    if last_modified is not None:
-        response.last_modified = last_modified
-    digest = hashlib.sha1("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()[:20]
+    digest = hashlib.sha1("\x1f".join(str(p) for p in (last_modified, *parts)).encode("utf-8")).hexdigest()[:20]
     response.etag = digest
     response.conditional_response = True

@@ -184,7 +184,10 @@ def set_validators(request, last_modified, *parts):
         # The page names the reader and carries their form token (and the
         # notices of what they just did); kittypyr.security keeps it private
         # to them, as every answer to a reader with a session.
-        parts += (user.address, request.session.get_csrf_token(), *request.session.peek_flash())
+        # Its feed links carry the reader's feed key, which they may renew.
+        reader = request.reader
+        parts += (user.address, request.session.get_csrf_token(), *request.session.peek_flash(),
+                  reader.feed_generation if reader is not None else 0)
         if request.session.peek_flash():
             return  # a notice shown once: never answered by "not modified"
     digest = hashlib.sha1("\x1f".join(str(p) for p in (last_modified, *parts)).encode("utf-8")).hexdigest()[:20]

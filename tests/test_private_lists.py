@@ -417,3 +417,12 @@ def test_a_list_mailman_says_it_has_not_is_marked_so_and_one_it_has_is_not(tmp_p
             transaction.abort()
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_the_api_refuses_in_json_under_a_path_prefix_too(site, mailman):
+    # Served at /archives/ behind a proxy (SCRIPT_NAME): the refusal read
+    # the whole path, and answered the API's clients with the login page.
+    app = TestApp(site, extra_environ={"SCRIPT_NAME": "/archives"})
+    refused = app.get(f"/api/list/{PRIVATE}/", status=403)
+    assert refused.content_type == "application/json" and refused.json == {"error": "you may not see this"}
+    assert "<form" in app.get(f"/list/{PRIVATE}/", status=403).text

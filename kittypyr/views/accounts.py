@@ -305,7 +305,7 @@ def refusal_page(request, mailing_list):
 
     For views that refuse a list they found by other means than traversal.
     """
-    if request.path.startswith("/api/"):
+    if request.path_info.startswith("/api/"):
         response = render_to_response("json", {"error": "you may not see this"}, request=request)
         response.status = 403
         return response

@@ -15,6 +15,8 @@ from tests.mailbuilder import make_message
 KEY = "s3cret-key"
 LIST = "dev@lists.example.org"
 AUTH = {"Authorization": f"Token {KEY}"}
+# The site's address, before the paths of the URLs the archiver API answers.
+SITE = "https://lists.example.org/archives"
 
 
 def make(tmp_path, **settings):
@@ -366,6 +368,17 @@ def test_lists_whose_policy_is_never_are_not_archived(app):
     browser.get(f"/list/{LIST}/message/{message_id_hash('<nv@example.org>')}/", status=403)
 
 
+def _asked_then_archived(browser, header):
+    """The paths of the permalink Mailman asks for a Message-ID header (before archiving, stripped of every <
+    and > at its ends, as its plugin does), and of the one the archive answers as it archives the message."""
+    raw = (f"From: a@example.org\nSubject: odd id {header}\nMessage-ID: {header}\n"
+           "Date: Wed, 1 Jan 2020 12:00:00 +0000\n\nbody\n").encode()
+    asked = browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": header.strip().strip("<>")},
+                        headers=AUTH).json["url"]
+    answered = post(browser, raw).json["url"]
+    return asked.replace(SITE, ""), answered.replace(SITE, "")
+
+
 @pytest.mark.parametrize("header", [
     "<plain@example.org>",
     "<first@example.org> <second@example.org>",
@@ -378,13 +391,9 @@ def test_lists_whose_policy_is_never_are_not_archived(app):
 def test_urls_gives_the_permalink_the_archive_answers(app, header):
     """Mailman asks for Archived-At before archiving, with the header stripped of <> as its plugin does."""
     browser = TestApp(app)
-    raw = (f"From: a@example.org\nSubject: odd id\nMessage-ID: {header}\n"
-           "Date: Wed, 1 Jan 2020 12:00:00 +0000\n\nbody\n").encode()
-    asked = browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": header.strip().strip("<>")},
-                        headers=AUTH).json["url"]
-    answered = post(browser, raw).json["url"]
+    asked, answered = _asked_then_archived(browser, header)
     assert asked == answered
-    assert browser.get(answered.replace("https://lists.example.org/archives", "")).status_int == 200
+    assert browser.get(answered).status_int == 200
 
 
 @pytest.mark.parametrize("header", [
@@ -399,29 +408,24 @@ def test_the_archived_at_mailman_writes_for_an_odd_message_id_leads_to_the_messa
     # whole. For these the two differ, and the Archived-At of every copy
     # Mailman sent answered 404.
     browser = TestApp(app)
-    raw = (f"From: a@example.org\nSubject: odd id {header}\nMessage-ID: {header}\n"
-           "Date: Wed, 1 Jan 2020 12:00:00 +0000\n\nbody\n").encode()
-    asked = browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": header.strip().strip("<>")},
-                        headers=AUTH).json["url"].replace("https://lists.example.org/archives", "")
-    answered = post(browser, raw).json["url"]
+    asked, answered = _asked_then_archived(browser, header)
     assert asked != answered  # else the header is not odd here
-    redirect = browser.get(asked, status=301)
-    assert redirect.location.endswith(answered.replace("https://lists.example.org/archives", ""))
-    assert browser.get(answered.replace("https://lists.example.org/archives", "")).status_int == 200
+    assert browser.get(asked, status=301).location.endswith(answered)
+    assert browser.get(answered).status_int == 200
     with prepare(registry=app.registry) as env:
         assert archive_info(env["root"], LIST)["messages"] == 1
     # The JSON API answers for it too, with the message.
     email = browser.get(asked.replace("/list/", "/api/list/").replace("/message/", "/email/")).json
-    assert email["url"].endswith(answered.replace("https://lists.example.org/archives", ""))
+    assert email["url"].endswith(answered)
 
     # A post under the id the permalink names is another post: it takes
     # nothing of the link Mailman gave every copy of the first.
     plain = header.strip().strip("<>")
     other = (f"From: b@example.org\nSubject: another post\nMessage-ID: <{plain}>\n"
              "Date: Thu, 2 Jan 2020 12:00:00 +0000\n\nanother body\n").encode()
-    elsewhere = post(browser, other).json["url"]
-    assert elsewhere not in (answered, f"https://lists.example.org/archives{asked}")
-    assert browser.get(asked, status=301).location.endswith(answered.replace("https://lists.example.org/archives", ""))
+    elsewhere = post(browser, other).json["url"].replace(SITE, "")
+    assert elsewhere not in (answered, asked)
+    assert browser.get(asked, status=301).location.endswith(answered)
     with prepare(registry=app.registry) as env:
         assert archive_info(env["root"], LIST)["messages"] == 2
 

@@ -21,12 +21,12 @@ from kittypyr.resources import Message, Thread
 from kittypyr.resources.browsing import MessageAlias, ThreadAlias, is_number
 from kittypyr.views.community import annotate_messages, entries_fingerprint, thread_community
 from kittypyr.views.presentation import (
+    Page,
     avatar,
     display_name,
     file_label,
     format_date,
     human_size,
-    Page,
     iso_date,
     page_number,
     set_validators,
@@ -41,29 +41,33 @@ MAX_INDENT = 8
 THREAD_PAGE_SIZE = 100
 
 
-def thread_page_query(page_number, by_date=False, expanded=False):
-    """The query of a thread's page ``page_number`` (from 1) in its reading order and folding."""
+def thread_page_query(number, by_date=False, expanded=False):
+    """The query of a thread's page ``number`` (from 1) in its reading order and folding."""
     query = {"view": "flat"} if by_date else {}
     if expanded:
         query["expand"] = "all"
-    if page_number > 1:
-        query["page"] = page_number
+    if number > 1:
+        query["page"] = number
     return query
+
+
+def thread_page_at(request, thread, index, name, by_date=False, expanded=False):
+    """The URL of ``thread``'s page showing message ``name``, the ``index``-th (from 0) of its reading order."""
+    query = thread_page_query(index // THREAD_PAGE_SIZE + 1, by_date, expanded)
+    return request.resource_url(thread, query=query, anchor=f"m-{name}")
 
 
 def message_in_thread_url(request, thread, name, order=None, by_date=False, expanded=False):
     """The URL of ``thread``'s page that shows message ``name``, at its place.
 
     ``order``: the thread's ``reading_order(by_date)``, when known already.
-    A thread of one page is named by its own URL.
     """
-    if len(thread) <= THREAD_PAGE_SIZE:
-        return request.resource_url(thread, query=thread_page_query(1, by_date, expanded), anchor=f"m-{name}")
-    if order is None:
-        order = thread.reading_order(by_date)
-    index = next((i for i, (other, _, _) in enumerate(order) if other == name), 0)
-    query = thread_page_query(index // THREAD_PAGE_SIZE + 1, by_date, expanded)
-    return request.resource_url(thread, query=query, anchor=f"m-{name}")
+    index = 0
+    if len(thread) > THREAD_PAGE_SIZE:
+        if order is None:
+            order = thread.reading_order(by_date)
+        index = next((i for i, (other, _, _) in enumerate(order) if other == name), 0)
+    return thread_page_at(request, thread, index, name, by_date, expanded)
 
 INLINE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # Types no page can run or apply, served as the sender gave them; any other
@@ -322,8 +326,7 @@ class MessageViews:
             return None
         if index is None or size <= THREAD_PAGE_SIZE:
             return self.request.resource_url(thread)
-        return self.request.resource_url(thread, query=thread_page_query(index // THREAD_PAGE_SIZE + 1),
-                                         anchor=f"m-{self.context.__name__}")
+        return thread_page_at(self.request, thread, index, self.context.__name__)
 
     @view_config(name="diff")
     def diff(self):

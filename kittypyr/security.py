@@ -30,6 +30,7 @@ import hmac
 import json
 import logging
 import math
+import re
 import secrets
 import threading
 import time
@@ -524,6 +525,11 @@ def adopt_archive_secret(registry, archive):
         registry.kittypyr_secret = archive.secret
 
 
+# A feed key in a query string, read without decoding it (an answer's
+# query may be no UTF-8 at all: a 400, which must not become a 500 here).
+_FEED_KEY = re.compile(r"(?:^|[&;])key=")
+
+
 def answers_kept_to_their_reader(cookie_name):
     """A ``NewResponse`` subscriber: no shared cache keeps one reader's answer for another.
 
@@ -549,7 +555,7 @@ def answers_kept_to_their_reader(cookie_name):
         if "Cookie" not in vary:
             response.vary = vary + ("Cookie",)
         # A feed key in the URL (or a redirect's) is a reader's, as a cookie is.
-        if cookie_name in request.cookies or "Set-Cookie" in response.headers or "key" in request.GET:
+        if cookie_name in request.cookies or "Set-Cookie" in response.headers or _FEED_KEY.search(request.query_string):
             response.cache_control.public = False
             response.cache_control.private = True
         # Mail is deleted and lists close: a cache keeps nothing without

@@ -5,6 +5,7 @@ Everything goes to the SMTP server of ``kittypyr.smtp_host`` and
 comes back into the archive the normal way.
 """
 
+import re
 import smtplib
 from email.headerregistry import Address
 from email.message import EmailMessage
@@ -20,6 +21,10 @@ class MailNotSent(Exception):
     """The SMTP server could not be reached or refused the mail."""
 
 
+class UnsafeHeader(ValueError):
+    """Text for a header decodes to more than one line (an encoded word, ``=?…?=``, holding a line break)."""
+
+
 def user_agent():
     try:
         return f"kittypyr/{version('kittypyr')}"
@@ -30,6 +35,28 @@ def user_agent():
 def single_line(text):
     """``text`` without line breaks: no header can be smuggled in through it."""
     return " ".join((text or "").split())
+
+
+# What ends a line for some reader of the mail, once a header is decoded.
+_LINE_BREAK = re.compile(r"[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def _decoded(text):
+    """``text`` as the mail library holds it in a header: its encoded words (``=?utf-8?q?…?=``) decoded."""
+    probe = EmailMessage(policy=SMTP)
+    probe["Subject"] = text
+    return str(probe["Subject"])
+
+
+def decodes_to_one_line(text):
+    """Whether ``text`` stays on one line as a header's value.
+
+    ``single_line`` takes out the line breaks typed, but an encoded word is
+    decoded as the header is made, and Python's mail library (before 3.11.10
+    and 3.12.5) then writes the CR LF it holds as it is: a Bcc, a Message-ID
+    and a body of the poster's choosing.
+    """
+    return not _LINE_BREAK.search(_decoded(single_line(text)))
 
 
 # RFC 5322's limit on a header line: a longer id could not be sent unbroken.
@@ -47,6 +74,11 @@ def message_id_reference(message_id):
     """
     kept = "".join(c for c in message_id or "" if c.isprintable() and not c.isspace() and c not in "<>")
     if not kept or len(kept) > MAX_REFERENCE_LENGTH:
+        return ""
+    if _decoded(kept) != kept:
+        # An encoded word in it would be decoded in the header (one with a
+        # line break in it, written as it is, forged others): it would not
+        # name the parent any more either.
         return ""
     return f"<{kept}>"
 
@@ -71,7 +103,14 @@ def add_reply_headers(message, parent_id, parent_references):
 
 
 def new_message(request, sender_address, sender_name, to, subject, body):
-    """An EmailMessage from the reader, with a fresh Message-ID."""
+    """An EmailMessage from the reader, with a fresh Message-ID.
+
+    Raises ``UnsafeHeader`` when the subject or the name would decode to
+    more than one line (see ``decodes_to_one_line``).
+    """
+    for text in (sender_name, subject):
+        if not decodes_to_one_line(text):
+            raise UnsafeHeader(text)
     message = EmailMessage(policy=SMTP)
     message["From"] = Address(display_name=single_line(sender_name), addr_spec=single_line(sender_address))
     message["To"] = single_line(to)
@@ -89,8 +128,26 @@ def _now():
     return datetime.now(timezone.utc)
 
 
+# The fields a mail made here has, each once.
+_OUR_FIELDS = frozenset({"from", "to", "subject", "date", "message-id", "user-agent", "in-reply-to", "references",
+                         "mime-version", "content-type", "content-transfer-encoding"})
+
+
+def _check_header(message):
+    """Raise ``UnsafeHeader`` unless ``message`` is written with its own fields only, each once.
+
+    Whatever got a line break into a value shows here as a field of its
+    own (or the real ones pushed into the body), whichever way it came.
+    """
+    head = message.as_bytes().split(b"\r\n\r\n", 1)[0].decode("ascii", "replace")
+    names = [line.split(":", 1)[0].strip().lower() for line in head.split("\r\n") if line and line[0] not in " \t"]
+    if len(names) != len(set(names)) or not set(names) <= _OUR_FIELDS or "message-id" not in names:
+        raise UnsafeHeader(", ".join(names))
+
+
 def send(registry, message):
-    """Hand ``message`` to the configured SMTP server."""
+    """Hand ``message`` to the configured SMTP server; ``UnsafeHeader`` if it would be written with forged fields."""
+    _check_header(message)
     settings = registry.settings
     host = settings.get("kittypyr.smtp_host", "localhost")
     port = int(settings.get("kittypyr.smtp_port", 25))

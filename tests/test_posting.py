@@ -112,6 +112,53 @@ def test_headers_cannot_be_injected_through_subject_or_name(site, mailman, smtp)
     assert mail.get_content().strip() == "Real body."
 
 
+ENCODED_BREAK = "=?utf-8?q?=0D=0ABcc=3A_victim=40example=2Eorg=0D=0AMessage-ID=3A_=3Cforged=40example=2Eorg=3E?="
+
+
+def _header_names(raw):
+    """The names of the header fields of the mail ``raw`` (bytes), in order."""
+    head = raw.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0].decode("ascii", "replace")
+    return [line.split(":", 1)[0].lower() for line in head.split("\n") if line and line[0] not in " \t"]
+
+
+@pytest.mark.parametrize("where", ["subject", "name"])
+def test_no_header_is_forged_through_an_encoded_line_break(site, mailman, smtp, where):
+    # The encoded word decodes to CR LF inside the header, which the mail
+    # library then wrote out raw: a Bcc and a Message-ID of the poster's
+    # choosing, and the real header pushed into the body.
+    if where == "name":
+        mailman.add_user(MEMBER, f"Mia {ENCODED_BREAK}", roles=[(LIST, "member")])
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"] = f"Hello {ENCODED_BREAK}" if where == "subject" else "Hello"
+    form["body"] = "Real body.\n"
+    refused = form.submit(status=400)
+    assert "line break" in refused.text
+    time.sleep(0.2)
+    assert smtp.messages == []
+
+
+def test_a_reply_to_a_message_whose_id_hides_an_encoded_line_break_forges_no_header(site, mailman, smtp):
+    evil = f"<evil{ENCODED_BREAK}@example.org>"
+    with prepare(registry=site.registry) as env:
+        archive_message(env["root"].lists[LIST], make_message(
+            message_id=evil, subject="Question", sender=("Eve", "eve@example.org"),
+            date=datetime(2024, 1, 5, tzinfo=timezone.utc), body="Thoughts?\n"))
+        transaction.commit()
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/message/{message_id_hash(evil)}/reply").forms["compose-form"]
+    form["body"] = "I agree.\n"
+    form.submit(status=303)
+    sent = smtp.wait_for(timeout=10)
+    assert sent.rcpt_tos == [LIST]
+    names = _header_names(sent.data)
+    assert sorted(names) == sorted(set(names)) and "bcc" not in names, names
+    assert sent.message["Message-ID"] != "<forged@example.org>"
+    assert sent.message.get_content().strip() == "I agree."
+
+
 def test_a_non_member_is_told_what_subscribing_means(site, mailman, smtp):
     app = TestApp(site)
     log_in(app, STRANGER)
@@ -239,6 +286,19 @@ def test_a_sign_up_mails_no_text_of_the_signers_choosing(site, mailman, smtp, mo
     text = sent.message.get_content()
     assert "confirm?token=" in text
     assert "evil.example" not in text and "locked" not in text
+
+
+def test_no_account_is_made_with_a_name_that_would_forge_the_header_of_its_posts(site, mailman, smtp, monkeypatch):
+    from kittypyr.views import accounts as account_views
+
+    made = []
+    monkeypatch.setattr(account_views, "create_account", lambda registry, *account: made.append(account))
+    form = TestApp(site).get("/signup").forms["signup-form"]
+    form["address"] = "someone@example.org"
+    form["display_name"] = f"Someone {ENCODED_BREAK}"
+    form["password"] = form["password_again"] = "a long password"
+    assert "line break" in form.submit(status=400).text
+    assert made == []
 
 
 @pytest.mark.parametrize("address", ["a/b@example.org", "a%2Fb@example.org", "a?b@example.org", "a#b@example.org",

@@ -183,6 +183,11 @@ def signup(context, request):
         # members' addresses (see Memberships._fetch).
         return _signup_form(request, values, (
             "An address with /, ?, #, * or a %-escape in it cannot be used for an account here."), 400)
+    if not mailer.decodes_to_one_line(values["display_name"]):
+        # It would be the name of every post from the web (see mailer).
+        return _signup_form(request, values, (
+            "Your name holds an encoded line break (=?…?=), which mail cannot carry: please write it otherwise."),
+                            400)
     if len(password) < MIN_PASSWORD_LENGTH:
         return _signup_form(request, values,
                             f"Please choose a password of at least {MIN_PASSWORD_LENGTH} characters.", 400)

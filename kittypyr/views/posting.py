@@ -102,12 +102,16 @@ class Compose:
         # earlier attempt is not sent again.
         sent_before = request.environ.get(SENT_KEY)
         if sent_before is None:
-            message = mailer.new_message(request, user.address, user.display_name, self.mailing_list.address,
-                                         subject, body)
-            if self.is_reply:
-                mailer.add_reply_headers(message, self.context.message_id, self.context.references)
             try:
+                message = mailer.new_message(request, user.address, user.display_name, self.mailing_list.address,
+                                             subject, body)
+                if self.is_reply:
+                    mailer.add_reply_headers(message, self.context.message_id, self.context.references)
                 mailer.send(request.registry, message)
+            except mailer.UnsafeHeader:
+                return self.form(subject, body, (
+                    "The subject or your name holds an encoded line break (=?…?=), which would forge the mail's"
+                    " header: please write it otherwise."), 400)
             except mailer.MailNotSent as exc:
                 log.error("post from %s to %s not sent: %s", user.address, self.mailing_list.address, exc)
                 return self.form(subject, body,

@@ -161,6 +161,20 @@ def test_sign_up_confirm_by_mail_then_log_in(stack):
     assert again.status_code == 409
 
 
+def test_an_address_signed_up_by_another_and_proved_to_mailman_otherwise_does_not_log_them_in(stack):
+    address = "prey@example.org"
+    intruder = stack.archive.reader()
+    answer = intruder.submit("/signup", "signup-form", address=address, display_name="Prey",
+                             password="intruder-pass", password_again="intruder-pass")
+    assert "We sent a mail to" in answer.text
+    # Its owner proves the address to Mailman without the archive (as
+    # confirming a subscription by mail does): the intruder's password
+    # logged in as them, to their lists.
+    stack.core.client().get_address(address).verify()
+    refused = intruder.log_in(address, "intruder-pass")
+    assert refused.status_code == 403 and "not been confirmed" in refused.text
+
+
 def test_a_private_list_is_closed_to_all_but_its_members(stack):
     path = post(stack, 10, "Board secret zanzibarium", to=PRIVATE, body=multipart(
         "mixed", text_part("The zanzibarium figures.\n"), attachment(b"a,b\n", "text/csv", "figures.csv")))

@@ -288,6 +288,35 @@ def test_a_sign_up_mails_no_text_of_the_signers_choosing(site, mailman, smtp, mo
     assert "evil.example" not in text and "locked" not in text
 
 
+def test_an_account_signed_up_here_logs_in_only_once_its_sign_up_is_confirmed(site, mailman, smtp, monkeypatch):
+    # Anyone may sign up anyone's address. Mailman may mark the address
+    # proved another way later (its owner confirming a subscription by mail
+    # does): the password of whoever signed it up then logged in as its owner.
+    import re
+    from urllib.parse import unquote
+
+    from kittypyr.views import accounts as account_views
+
+    monkeypatch.setattr(account_views, "create_account",
+                        lambda registry, address, name, password: mailman.add_user(address, name, password))
+    form = TestApp(site).get("/signup").forms["signup-form"]
+    form["address"] = "prey@example.org"
+    form["password"] = form["password_again"] = "the intruder's password"
+    assert "We sent a mail to" in form.submit(status=200).text
+    # This stand-in for Mailman says every address is proved.
+    intruder = TestApp(site)
+    refused = log_in(intruder, "prey@example.org", "the intruder's password")
+    assert refused.status_int == 403 and "not been confirmed" in refused.text
+    assert "Log out" not in intruder.get("/").text
+
+    # Confirmed through its link, with the password chosen, it logs in.
+    link = re.search(r"/confirm\?token=(\S+)", smtp.wait_for(timeout=10).message.get_content()).group(1)
+    monkeypatch.setattr(account_views, "verify_address", lambda registry, address: None)
+    confirmed = TestApp(site).post("/confirm", {"token": unquote(link), "password": "the intruder's password"})
+    assert "is confirmed" in confirmed.text
+    assert log_in(TestApp(site), "prey@example.org", "the intruder's password").status_int == 303
+
+
 def test_no_account_is_made_with_a_name_that_would_forge_the_header_of_its_posts(site, mailman, smtp, monkeypatch):
     from kittypyr.views import accounts as account_views
 

@@ -67,6 +67,9 @@ class Archive(Persistent):
     # were split into words (bootstrap.split_cjk_words), until
     # ``kittypyr reindex`` indexes it again.
     text_indexed_before_cjk_split = False
+    # Addresses signed up here whose sign-up is not confirmed yet (their
+    # confirmation link, with the password chosen): made with the first.
+    unconfirmed_signups = None
 
     __acl__ = [
         (Allow, "site-admin", ALL_PERMISSIONS),
@@ -85,6 +88,21 @@ class Archive(Persistent):
         self.login_failures = AgeingCounts()
         self.secret = secrets.token_hex(32)
         add_community(self)
+
+    def note_signup(self, address):
+        """``address`` was signed up here: its account is not its owner's until the sign-up is confirmed."""
+        if self.unconfirmed_signups is None:
+            self.unconfirmed_signups = OOBTree()
+        self.unconfirmed_signups[address] = True
+
+    def signup_confirmed(self, address):
+        """The sign-up of ``address`` was confirmed, or its account taken back."""
+        if self.unconfirmed_signups is not None and address in self.unconfirmed_signups:
+            del self.unconfirmed_signups[address]
+
+    def awaits_confirmation(self, address):
+        """Whether ``address`` was signed up here and never confirmed through its link."""
+        return self.unconfirmed_signups is not None and address in self.unconfirmed_signups
 
     def __getitem__(self, name):
         if name == "list":

@@ -111,6 +111,12 @@ def login(context, request):
         log.warning("login of %s impossible: %s", address, exc)
         return _login_form(request, came_from, address, status=503,
                            error="Accounts cannot be checked right now. Please try again later.")
+    if context.awaits_confirmation(address):
+        # Signed up here and never confirmed: whoever did may not own the
+        # address, though Mailman may have marked it proved another way
+        # since (its owner confirming a subscription by mail does).
+        return _login_form(request, came_from, address, status=403, error=(
+            "This address has not been confirmed yet: follow the link in the mail we sent to it."))
     login_throttle.succeeded(failures, address)
     # Mailman just accepted the account: what this process kept of it (its
     # roles, that it was deleted, if it was made again since) is stale.
@@ -208,6 +214,7 @@ def signup(context, request):
     signup_throttle.signed_up(counts, request.remote_addr, values["address"])
     try:
         create_account(request.registry, values["address"], values["display_name"], password)
+        context.note_signup(values["address"])
     except AccountExists:
         return _signup_form(request, values, (
             "An account with this address exists already: log in with it instead."), 409)
@@ -235,6 +242,7 @@ def signup(context, request):
         # nor logged in to, and nothing would send its mail again.
         try:
             remove_unconfirmed_account(request.registry, values["address"])
+            context.signup_confirmed(values["address"])
         except MailmanUnavailable as removal:
             log.error("the unconfirmed account of %s stays: %s", values["address"], removal)
             return _signup_form(request, values, (
@@ -289,6 +297,7 @@ def confirm(context, request):
         request.response.status = 503
         return {"address": address, "token": token, "confirmed": False,
                 "error": "Addresses cannot be confirmed right now. Please try again later."}
+    context.signup_confirmed(address)
     return {"address": address, "token": token, "confirmed": True}
 
 

@@ -16,6 +16,7 @@ and a reply to it hangs below its nearest surviving ancestor.
 """
 
 import logging
+import uuid
 from types import SimpleNamespace
 
 from BTrees.OOBTree import OOTreeSet
@@ -90,7 +91,7 @@ def _hasher(parsed):
     return hash_of
 
 
-def _storage_id(messages, parsed, hash_of=message_id_hash):
+def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     """The Message-ID to store ``parsed`` under, or None if it is a duplicate.
 
     A different message that reuses an archived Message-ID (or the one an
@@ -110,23 +111,29 @@ def _storage_id(messages, parsed, hash_of=message_id_hash):
         if held_for is None:
             return message_id, None
         existing = messages.get(held_for)
-        if existing is not None and _same_mail(existing, parsed):
+        if existing is not None and _same_mail(existing, parsed, by_mailman):
             return None, existing
-    elif _same_mail(existing, parsed):
+    elif _same_mail(existing, parsed, by_mailman):
         return None, existing
     for derived in _reuse_ids(parsed):
         existing = messages.get(message_id_hash(derived))
         if existing is None:
             return derived, None
-        if _same_mail(existing, parsed):
+        if _same_mail(existing, parsed, by_mailman):
             return None, existing
-    return None, existing
+    # Every id it could be kept under is another mail's (ids made to look
+    # like derived ones): kept under one of its own, never dropped.
+    return f"{parsed.message_id}#{uuid.uuid4().hex}", None
 
 
-def _same_mail(stored, parsed):
+def _same_mail(stored, parsed, by_mailman=False):
     """Whether ``parsed`` is ``stored`` again (resent, imported again, another archive's copy), not another
-    mail under its id."""
+    mail under its id. ``by_mailman``: ``parsed`` comes from Mailman's archiver."""
     if stored.fingerprint != parsed.fingerprint:
+        if by_mailman and stored.by_mailman:
+            # Mailman hands each post over as it is: another body is another
+            # post (a mailer that makes its ids from the time, two in a second).
+            return False
         # Another archive's copy of the same post: Mailman 2's month files
         # hold it decoded and its attachments scrubbed, so its body differs;
         # its Date and sender do not. A mail reusing an id is written at
@@ -144,13 +151,19 @@ def _same_mail(stored, parsed):
     return True
 
 
+# How many ids a mail reusing an archived Message-ID is tried under
+# before one of its own is made (they are other mail's only when made so).
+REUSE_IDS_MAX = 16
+
+
 def _reuse_ids(parsed):
     """The ids a different mail reusing ``parsed``'s Message-ID is kept under, tried in turn.
 
     The body's fingerprint tells most apart; the date, those of the same body.
     """
     by_body = f"{parsed.message_id}#{parsed.fingerprint[:16]}"
-    return by_body, f"{by_body}.{int(parsed.date.timestamp()):x}"
+    by_date = f"{by_body}.{int(parsed.date.timestamp()):x}"
+    return (by_body, by_date, *(f"{by_date}.{n}" for n in range(2, REUSE_IDS_MAX)))
 
 
 def _deleted_hash(messages, parsed, hash_of=message_id_hash):
@@ -163,16 +176,17 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash):
     name = hash_of(parsed.message_id)
     if name in tombstones:
         return name
-    if name in messages:
-        # That id is taken by a live message; a different one reusing it
-        # would be kept under a derived id, which may have been deleted.
+    if name in messages or messages.permalink_target(name) is not None:
+        # That id is taken by a live message (or names one in Mailman's
+        # Archived-At); a different one reusing it would be kept under a
+        # derived id, which may have been deleted.
         for derived in map(message_id_hash, _reuse_ids(parsed)):
             if derived in tombstones:
                 return derived
     return None
 
 
-def store_parsed(mailing_list, parsed, registry=None, originals=False):
+def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailman=False):
     """Store a ``kittypyr.mail.ParsedMail``; return a ``StoreResult``.
 
     ``originals``: whether ``parsed`` may be the original of a message
@@ -180,6 +194,7 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False):
     mbox): it takes that message's place when its sender or its date is
     the rebuilt one's. Mail from Mailman never does: a post reusing an old
     message's Message-ID is another post, and must not replace it.
+    ``by_mailman``: ``parsed`` comes from Mailman's archiver (see ``_same_mail``).
     """
     if parsed.no_archive:
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
@@ -192,11 +207,13 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False):
     if held is not None and held.rebuilt and not getattr(parsed, "rebuilt", False) and originals \
             and _may_be_original(held, parsed):
         return _replace_rebuilt(mailing_list, held, parsed, registry)
-    message_id, existing = _storage_id(messages, parsed, hash_of)
+    message_id, existing = _storage_id(messages, parsed, hash_of, by_mailman)
     if message_id is None:
         return StoreResult(DUPLICATE, existing)
 
     message = Message(parsed, message_id, jar=mailing_list._p_jar, subject_prefix=mailing_list.subject_prefix)
+    if by_mailman:
+        message.by_mailman = True
     name = hash_of(message_id)
     # Placed before it is added, so the catalog sees its thread at once.
     parent = _choose_parent(mailing_list, message, name, hash_of)

@@ -140,7 +140,7 @@ def _retry_held(archive, registry):
         if mailing_list.archives_no_more:
             print(f"{number}: kept: {held.list_address} archives no more (Mailman's policy never)")
             continue
-        result = store_parsed(mailing_list, parsed, registry)
+        result = store_parsed(mailing_list, parsed, registry, by_mailman=True)  # held from Mailman's archiver
         quarantine.remove(number)
         print(f"{number}: {result.outcome} as {parsed.message_id or 'an empty Message-ID'}")
 

@@ -566,3 +566,74 @@ def test_an_imported_mbox_replaces_a_rebuilt_message_only_by_its_original(app, t
         assert not original.rebuilt and "as sent" in original.body_text
         assert archive_info(env["root"], LIST)["messages"] == 2
         transaction.abort()
+
+
+def _mail(message_id, body, sender="a@example.org", date="Wed, 1 Jan 2020 12:00:00 +0000"):
+    return (f"From: {sender}\nSubject: s\nMessage-ID: {message_id}\nDate: {date}\n\n{body}").encode()
+
+
+def _shows(browser, url, text):
+    answer = browser.get(url.replace(SITE, ""), status="*")
+    return answer.status_int == 200 and text in answer.text
+
+
+def test_two_posts_mailman_sends_with_one_message_id_date_and_sender_are_both_kept(app):
+    # A mailer that makes its Message-IDs from the time sends two alerts in
+    # one second: the second was taken for "another archive's copy" of the
+    # first (a rule for imported archives, whose copies are scrubbed), and
+    # answered 200 with the first one's URL.
+    browser = TestApp(app)
+    first = post(browser, _mail("<20240101120000.cron@host.example>", "ALERT disk full on db1\n")).json["url"]
+    second = post(browser, _mail("<20240101120000.cron@host.example>", "ALERT load high on web2\n")).json["url"]
+    assert first != second
+    assert _shows(browser, first, "disk full on db1") and _shows(browser, second, "load high on web2")
+    # Mailman sending the second again changes nothing.
+    assert post(browser, _mail("<20240101120000.cron@host.example>", "ALERT load high on web2\n")).json["url"] == second
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 2
+
+
+def test_a_post_whose_derived_ids_are_taken_by_other_posts_is_still_kept(app):
+    from kittypyr.mail import parse_message
+
+    browser = TestApp(app)
+    reused = "reused@example.org"
+    body, date = "B: the post that was lost\n", "Thu, 2 Jan 2020 12:00:00 +0000"
+    parsed = parse_message(_mail(f"<{reused}>", body, "b@example.org", date))
+    by_body = f"{reused}#{parsed.fingerprint[:16]}"
+    by_date = f"{by_body}.{int(parsed.date.timestamp()):x}"
+    post(browser, _mail(f"<{reused}>", "A, the first\n"))
+    post(browser, _mail(f"<{by_body}>", "C takes the first derived id\n", "c@example.org"))
+    post(browser, _mail(f"<{by_date}>", "D takes the second\n", "d@example.org"))
+    url = post(browser, _mail(f"<{reused}>", body, "b@example.org", date)).json["url"]
+    assert _shows(browser, url, "the post that was lost")
+    assert post(browser, _mail(f"<{reused}>", body, "b@example.org", date)).json["url"] == url
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 4
+
+
+def test_a_deleted_post_under_the_id_an_archived_at_names_stays_deleted(app):
+    from kittypyr.health import check_archive
+    from kittypyr.moderation import delete_messages
+    from kittypyr.security import User
+
+    browser = TestApp(app)
+    post(browser, _mail("odd1@example.org>", "P, an odd header\n"))
+    spam = _mail("<odd1@example.org>", "Q, spam\n", "q@example.org", "Thu, 2 Jan 2020 12:00:00 +0000")
+    url = post(browser, spam).json["url"]
+    name = url.rstrip("/").rsplit("/", 1)[1]
+    with prepare(registry=app.registry) as env:
+        delete_messages(env["root"].lists[LIST], [name], User("mod@example.org", "Mod"), registry=app.registry)
+        env["request"].tm.commit()
+    assert post(browser, spam).json["url"] == url
+    browser.get(url.replace(SITE, ""), status=410)
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 1
+        assert check_archive(env["root"], app.registry)[0] == []
+
+
+def test_mail_quarantined_is_answered_with_no_message_named_in_its_body(app):
+    browser = TestApp(app)
+    victim = post(browser, _mail("<victim@example.org>", "Victim post\n")).json["url"]
+    answer = post(browser, b"no header here\r\n\r\nMessage-ID: <victim@example.org>\r\n").json
+    assert answer["quarantined"] and answer["url"] != victim

@@ -126,6 +126,9 @@ class Message(Persistent):
     # Rebuilt from another archive's fields (HyperKitty keeps no original):
     # the original, when it comes, takes its place.
     rebuilt = False
+    # Handed over by Mailman's archiver, not imported: two posts Mailman
+    # delivered under one Message-ID with other bodies are two posts.
+    by_mailman = False
     # The body text, packed (pack_text); None on a message stored by an
     # older release, which kept the text itself as ``body_text``.
     _body_packed = None

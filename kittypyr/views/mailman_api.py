@@ -29,6 +29,7 @@ from kittypyr.retries import STORAGE_RETRY_AFTER
 log = logging.getLogger(__name__)
 
 _MESSAGE_ID = re.compile(rb"^message-id:\s*(<[^>\r\n]*>|\S+)", re.IGNORECASE | re.MULTILINE)
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
 
 
 def _check_caller(request):
@@ -62,12 +63,13 @@ def archive(context, request):
     if mailing_list.archives_no_more:
         return {"url": list_url(request, list_address)}
     try:
-        result = store_parsed(mailing_list, parse_message(raw))
+        result = store_parsed(mailing_list, parse_message(raw), by_mailman=True)
     except UnparseableMessage as exc:
         held = context.archive.quarantine.hold(list_address, raw, str(exc))
         log.warning("quarantined mail %s for %s: %s", held.__name__, list_address, exc)
         note_stored(request, held)
-        found = _MESSAGE_ID.search(raw.split(b"\n\n", 1)[0])
+        # Its header only (CR LF or LF): a Message-ID quoted in its body is another mail's.
+        found = _MESSAGE_ID.search(_HEADER_END.split(raw, 1)[0])
         url = (message_url(request, list_address, found.group(1).decode("ascii", "replace"))
                if found else list_url(request, list_address))
         return {"url": url, "quarantined": held.__name__}

@@ -103,19 +103,22 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     message_id = parsed.message_id
     name = hash_of(message_id)
     existing = messages.get(name)
+    tombstones = messages.tombstones
     if existing is None:
         # A hash Mailman's Archived-At gave a message stored otherwise (an
-        # odd Message-ID header) stays that message's: another post under
-        # that id is kept as a reuse of it.
+        # odd Message-ID header) stays that message's, and a deleted one's
+        # stays deleted: another post under that id is kept as a reuse of it.
         held_for = messages.permalink_target(name)
-        if held_for is None:
+        if held_for is None and name not in tombstones:
             return message_id, None
-        existing = messages.get(held_for)
+        existing = messages.get(held_for) if held_for is not None else None
         if existing is not None and _same_mail(existing, parsed, by_mailman):
             return None, existing
     elif _same_mail(existing, parsed, by_mailman):
         return None, existing
     for derived in _reuse_ids(parsed):
+        if message_id_hash(derived) in tombstones:
+            continue  # another post's, deleted (``_deleted_hash`` tells it was not this one)
         existing = messages.get(message_id_hash(derived))
         if existing is None:
             return derived, None
@@ -166,22 +169,28 @@ def _reuse_ids(parsed):
     return (by_body, by_date, *(f"{by_date}.{n}" for n in range(2, REUSE_IDS_MAX)))
 
 
-def _deleted_hash(messages, parsed, hash_of=message_id_hash):
+def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     """The hash ``parsed`` was deleted under, or None.
 
-    Whatever the content: once an administrator deleted a Message-ID, mail
-    under it (a resent copy, an edited copy, a re-import) is not archived.
+    Once an administrator deleted a Message-ID, mail under it (a resent
+    copy, an edited copy, a re-import) is not archived, whatever the
+    content, but for another post Mailman hands over: one whose body is not
+    the deleted one's (a mailer reusing its ids) is kept under a derived id.
     """
     tombstones = messages.tombstones
     name = hash_of(parsed.message_id)
-    if name in tombstones:
+
+    def deleted(tombstone):
+        return not (by_mailman and tombstone.fingerprint not in (None, parsed.fingerprint))
+
+    if name in tombstones and deleted(tombstones[name]):
         return name
-    if name in messages or messages.permalink_target(name) is not None:
+    if name in messages or name in tombstones or messages.permalink_target(name) is not None:
         # That id is taken by a live message (or names one in Mailman's
         # Archived-At); a different one reusing it would be kept under a
         # derived id, which may have been deleted.
         for derived in map(message_id_hash, _reuse_ids(parsed)):
-            if derived in tombstones:
+            if derived in tombstones and deleted(tombstones[derived]):
                 return derived
     return None
 
@@ -200,7 +209,7 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
     messages = mailing_list.messages
     hash_of = _hasher(parsed)
-    gone = _deleted_hash(messages, parsed, hash_of)
+    gone = _deleted_hash(messages, parsed, hash_of, by_mailman)
     if gone is not None:
         return StoreResult(SKIPPED, reason=DELETED_REASON, gone=gone)
     held = messages.get(hash_of(parsed.message_id))

@@ -637,3 +637,26 @@ def test_mail_quarantined_is_answered_with_no_message_named_in_its_body(app):
     victim = post(browser, _mail("<victim@example.org>", "Victim post\n")).json["url"]
     answer = post(browser, b"no header here\r\n\r\nMessage-ID: <victim@example.org>\r\n").json
     assert answer["quarantined"] and answer["url"] != victim
+
+
+def test_another_post_under_a_deleted_message_id_is_kept_and_the_deleted_one_stays_deleted(app):
+    # A mailer that reuses its Message-IDs: the admins deleted one alert,
+    # and every later alert under that id was answered 200 with the deleted
+    # message's URL (410) and never stored.
+    from kittypyr.moderation import delete_messages
+    from kittypyr.security import User
+
+    browser = TestApp(app)
+    deleted = _mail("<alert@host.example>", "ALERT the one deleted\n")
+    url = post(browser, deleted).json["url"]
+    with prepare(registry=app.registry) as env:
+        delete_messages(env["root"].lists[LIST], [url.rstrip("/").rsplit("/", 1)[1]], User("mod@example.org", "Mod"),
+                        registry=app.registry)
+        env["request"].tm.commit()
+    later = post(browser, _mail("<alert@host.example>", "ALERT a later one\n", date="Fri, 3 Jan 2020 08:00:00 +0000"))
+    assert later.json["url"] != url and _shows(browser, later.json["url"], "a later one")
+    # The deleted one, sent again, stays deleted.
+    assert post(browser, deleted).json["url"] == url
+    browser.get(url.replace(SITE, ""), status=410)
+    with prepare(registry=app.registry) as env:
+        assert archive_info(env["root"], LIST)["messages"] == 1

@@ -4,7 +4,9 @@ A tombstone holds no word of what was deleted. It is a plain record kept
 inside its container's BTree (not an object of its own, not a ``Message``),
 so nothing counts, indexes or renders it; it only lets the old URL answer
 410 Gone with a link to the conversation, and keeps the Message-ID hash
-from being archived again.
+from being archived again. A message's keeps the digest of its body (its
+``fingerprint``, never shown), so that another post Mailman hands over
+under that Message-ID is told from the deleted one coming back.
 """
 
 from datetime import datetime, timezone
@@ -18,10 +20,15 @@ class Tombstone:
     Immutable once made: it is pickled inside a BTree bucket.
     """
 
-    def __init__(self, deleted_at=None, thread=None, parent=None):
+    # None in a tombstone made before it was kept, or a thread's.
+    fingerprint = None
+
+    def __init__(self, deleted_at=None, thread=None, parent=None, fingerprint=None):
         self.deleted_at = deleted_at or datetime.now(timezone.utc)
         self.thread = thread
         self.parent = parent
+        if fingerprint is not None:
+            self.fingerprint = fingerprint
 
     def __repr__(self):
         return f"<Tombstone {self.deleted_at.isoformat()} thread={self.thread} parent={self.parent}>"

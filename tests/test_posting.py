@@ -18,7 +18,7 @@ from kittypyr.mailer import add_reply_headers
 from kittypyr.msgid import message_id_hash
 from kittypyr.security import SIGNUP_LIMIT
 from kittypyr.suite.mta import SMTPSink
-from tests.accounts import FakeMailman, log_in
+from tests.accounts import FakeMailman, forget_login_failures, log_in
 from tests.mailbuilder import make_message
 from tests.test_app import make_app
 
@@ -315,6 +315,39 @@ def test_an_account_signed_up_here_logs_in_only_once_its_sign_up_is_confirmed(si
     confirmed = TestApp(site).post("/confirm", {"token": unquote(link), "password": "the intruder's password"})
     assert "is confirmed" in confirmed.text
     assert log_in(TestApp(site), "prey@example.org", "the intruder's password").status_int == 303
+    forget_login_failures(site)
+
+
+def test_an_address_signed_up_by_someone_else_is_signed_up_by_its_owner_once_that_link_expired(
+        site, mailman, smtp, monkeypatch):
+    from kittypyr.mailman import AccountExists
+    from kittypyr.views import accounts as account_views
+
+    def create(registry, address, name, password):
+        if address in mailman.passwords:
+            raise AccountExists(address)
+        mailman.add_user(address, name, password)
+
+    monkeypatch.setattr(account_views, "create_account", create)
+    monkeypatch.setattr(account_views, "remove_unconfirmed_account",
+                        lambda registry, address: mailman.remove_user(address))
+
+    def sign_up(password):
+        form = TestApp(site).get("/signup").forms["signup-form"]
+        form["address"] = "owner@example.org"
+        form["password"] = form["password_again"] = password
+        return form.submit(status="*")
+
+    assert sign_up("the intruder's password").status_int == 200
+    # While the intruder's link may still be used, the address is taken.
+    assert sign_up("the owner's password").status_int == 409
+    with prepare(registry=site.registry) as env:
+        archive = env["root"]
+        archive.note_signup("owner@example.org", archive.signed_up_at("owner@example.org") - 4 * 24 * 3600)
+        transaction.commit()
+    assert "We sent a mail to" in sign_up("the owner's password").text
+    assert mailman.passwords["owner@example.org"] == "the owner's password"
+    forget_login_failures(site)  # the sign-ups counted against this client
 
 
 def test_no_account_is_made_with_a_name_that_would_forge_the_header_of_its_posts(site, mailman, smtp, monkeypatch):

@@ -68,7 +68,8 @@ class Archive(Persistent):
     # ``kittypyr reindex`` indexes it again.
     text_indexed_before_cjk_split = False
     # Addresses signed up here whose sign-up is not confirmed yet (their
-    # confirmation link, with the password chosen): made with the first.
+    # confirmation link, with the password chosen) -> when, in seconds
+    # since 1970: made with the first.
     unconfirmed_signups = None
 
     __acl__ = [
@@ -89,11 +90,16 @@ class Archive(Persistent):
         self.secret = secrets.token_hex(32)
         add_community(self)
 
-    def note_signup(self, address):
-        """``address`` was signed up here: its account is not its owner's until the sign-up is confirmed."""
+    def note_signup(self, address, when):
+        """``address`` was signed up here at ``when``: its account is not its owner's until the sign-up is
+        confirmed."""
         if self.unconfirmed_signups is None:
             self.unconfirmed_signups = OOBTree()
-        self.unconfirmed_signups[address] = True
+        self.unconfirmed_signups[address] = when
+
+    def signed_up_at(self, address):
+        """When ``address`` was signed up here and not confirmed since, or None."""
+        return None if self.unconfirmed_signups is None else self.unconfirmed_signups.get(address)
 
     def signup_confirmed(self, address):
         """The sign-up of ``address`` was confirmed, or its account taken back."""

@@ -3,6 +3,7 @@
 import logging
 import math
 import re
+import time
 from urllib.parse import quote, urlsplit
 
 from pyramid.httpexceptions import HTTPForbidden, HTTPSeeOther
@@ -213,8 +214,9 @@ def signup(context, request):
     # Counted whatever Mailman answers: asking it about addresses is what is bounded.
     signup_throttle.signed_up(counts, request.remote_addr, values["address"])
     try:
+        _take_back_expired_signup(context, request.registry, values["address"])
         create_account(request.registry, values["address"], values["display_name"], password)
-        context.note_signup(values["address"])
+        context.note_signup(values["address"], time.time())
     except AccountExists:
         return _signup_form(request, values, (
             "An account with this address exists already: log in with it instead."), 409)
@@ -253,6 +255,19 @@ def signup(context, request):
     result = _signup_form(request)
     result["sent_to"] = values["address"]
     return result
+
+
+def _take_back_expired_signup(archive, registry, address):
+    """Remove the account an earlier sign-up of ``address`` made here, if its link expired unused.
+
+    Anyone may sign up anyone's address: its owner could otherwise never
+    sign up (the account exists) nor confirm it (the password is another's).
+    Mailman keeps an account whose address it holds proved.
+    """
+    signed_up = archive.signed_up_at(address)
+    if signed_up is not None and time.time() - signed_up > CONFIRMATION_MAX_AGE:
+        # Still noted unconfirmed: kept by Mailman, it logs in no one.
+        remove_unconfirmed_account(registry, address)
 
 
 @view_config(context=Archive, name="confirm", renderer="kittypyr.templates:confirm.pt",

@@ -340,3 +340,38 @@ def test_behind_a_trusted_proxy_each_forwarded_client_counts_on_its_own(site, ma
     # A client that talks to waitress directly cannot pose as another one.
     direct = browser(proxied, OFFICE, forwarded_for=ELSEWHERE)
     assert log_in(direct, VICTIM).status_int == 429
+
+
+def test_guesses_at_a_confirmation_link_sent_at_once_are_checked_one_after_the_other(site, mailman, monkeypatch):
+    # Confirming a sign-up asks for the password chosen, and counts wrong
+    # ones as the login does; but it did not take the account in turn, so
+    # guesses sent together each read "no failures yet" and were checked.
+    from kittypyr.security import sign
+
+    asking, answer = threading.Event(), threading.Event()
+    asked = []
+
+    def slow_mailman(registry, address, password):
+        asked.append(password)
+        if password == "guess 0":
+            asking.set()
+            answer.wait(10)
+        raise LoginRefused(address)
+
+    monkeypatch.setattr(account_views, "check_login", slow_mailman)
+    token = sign(site.registry, "confirm", VICTIM, account_views.CONFIRMATION_MAX_AGE)
+
+    def confirm_with(client, n):
+        return browser(site, client).post("/confirm", {"token": token, "password": f"guess {n}"}, status="*")
+
+    first = []
+    thread = threading.Thread(target=lambda: first.append(confirm_with(OFFICE, 0)))
+    thread.start()
+    assert asking.wait(10)
+    at_once = [confirm_with(ELSEWHERE, n) for n in range(1, 10)]
+    answer.set()
+    thread.join(10)
+    assert first[0].status_int == 403
+    assert {a.status_int for a in at_once} == {429}
+    assert asked == ["guess 0"]
+    assert confirm_with(ELSEWHERE, 10).status_int == 403 and asked == ["guess 0", "guess 10"]

@@ -286,6 +286,15 @@ def confirm(context, request):
     # their address. Only the one who chose the password confirms; wrong
     # ones count as wrong passwords at login do.
     failures, client = context.login_failures, request.remote_addr
+    # One password check of an account at a time, as for a login (see
+    # LoginThrottle.checking): guesses sent together would each read the
+    # failures as they were before any of them.
+    if not login_throttle.checking(address):
+        request.response.status = 429
+        request.response.headers["Retry-After"] = "1"
+        return {"address": address, "token": token, "confirmed": False,
+                "error": "A password for this address is being checked right now. Try again in a moment."}
+    request.add_finished_callback(lambda request: login_throttle.checked(address))
     if login_throttle.wait_seconds(failures, address, client) > 0:
         request.response.status = 429
         return {"address": address, "token": token, "confirmed": False,

@@ -117,9 +117,10 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     elif _same_mail(existing, parsed, by_mailman):
         return None, existing
     for derived in _reuse_ids(parsed):
-        if message_id_hash(derived) in tombstones:
+        derived_name = message_id_hash(derived)
+        if derived_name in tombstones:
             continue  # another post's, deleted (``_deleted_hash`` tells it was not this one)
-        existing = messages.get(message_id_hash(derived))
+        existing = messages.get(derived_name)
         if existing is None:
             return derived, None
         if _same_mail(existing, parsed, by_mailman):

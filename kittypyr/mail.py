@@ -37,6 +37,8 @@ __all__ = [
     "decode_bytes",
     "message_id_of_header",
     "parse_message",
+    "permalink_id_of_header",
+    "permalink_id_of_stripped",
     "searchable_text",
 ]
 
@@ -604,7 +606,13 @@ def permalink_id_of_header(text):
     for odd ones (``a@b>``, ``(comment) <a@b>``, two bare ids, an encoded
     word) it is another, and Archived-At names it.
     """
-    return message_id_of_header(f"<{text.strip().strip('<>')}>")
+    return permalink_id_of_stripped(text.strip().strip("<>"))
+
+
+def permalink_id_of_stripped(stripped):
+    """The Message-ID ``api/mailman/urls`` answers the permalink of, given what the plugin sends (the header
+    stripped of every < and > at its ends): read back inside one pair, as a header is."""
+    return message_id_of_header(f"<{stripped}>")
 
 
 def _referenced_id(text):

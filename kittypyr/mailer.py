@@ -22,7 +22,8 @@ class MailNotSent(Exception):
 
 
 class UnsafeHeader(ValueError):
-    """Text for a header decodes to more than one line (an encoded word, ``=?…?=``, holding a line break)."""
+    """A mail would be written with header fields not its own: a line break decoded from an encoded word
+    (``=?…?=``) in a value."""
 
 
 def user_agent():
@@ -105,12 +106,9 @@ def add_reply_headers(message, parent_id, parent_references):
 def new_message(request, sender_address, sender_name, to, subject, body):
     """An EmailMessage from the reader, with a fresh Message-ID.
 
-    Raises ``UnsafeHeader`` when the subject or the name would decode to
-    more than one line (see ``decodes_to_one_line``).
+    A subject or name that decodes to more than one line is refused when
+    it is sent (``send``), whichever header field it would have forged.
     """
-    for text in (sender_name, subject):
-        if not decodes_to_one_line(text):
-            raise UnsafeHeader(text)
     message = EmailMessage(policy=SMTP)
     message["From"] = Address(display_name=single_line(sender_name), addr_spec=single_line(sender_address))
     message["To"] = single_line(to)

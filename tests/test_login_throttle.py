@@ -270,9 +270,9 @@ def test_right_passwords_and_pages_write_nothing(site, mailman):
     assert database.lastTransaction() == after_failure
 
 
-def test_guesses_sent_at_once_are_checked_one_after_the_other(site, mailman, monkeypatch):
-    # A count is read before Mailman is asked and written after: guesses
-    # sent together would all read "no failures yet", and each be checked.
+def _mailman_slow_to_refuse_the_first_guess(monkeypatch):
+    """``(asking, answer, asked)``: Mailman refuses every password, "guess 0" once ``answer`` is set
+    (``asking`` says it is being asked); ``asked`` lists the passwords it was asked."""
     asking, answer = threading.Event(), threading.Event()
     asked = []
 
@@ -284,6 +284,13 @@ def test_guesses_sent_at_once_are_checked_one_after_the_other(site, mailman, mon
         raise LoginRefused(address)
 
     monkeypatch.setattr(account_views, "check_login", slow_mailman)
+    return asking, answer, asked
+
+
+def test_guesses_sent_at_once_are_checked_one_after_the_other(site, mailman, monkeypatch):
+    # A count is read before Mailman is asked and written after: guesses
+    # sent together would all read "no failures yet", and each be checked.
+    asking, answer, asked = _mailman_slow_to_refuse_the_first_guess(monkeypatch)
     first = []
     thread = threading.Thread(target=lambda: first.append(log_in(browser(site, OFFICE), VICTIM, "guess 0")))
     thread.start()
@@ -348,17 +355,7 @@ def test_guesses_at_a_confirmation_link_sent_at_once_are_checked_one_after_the_o
     # guesses sent together each read "no failures yet" and were checked.
     from kittypyr.security import sign
 
-    asking, answer = threading.Event(), threading.Event()
-    asked = []
-
-    def slow_mailman(registry, address, password):
-        asked.append(password)
-        if password == "guess 0":
-            asking.set()
-            answer.wait(10)
-        raise LoginRefused(address)
-
-    monkeypatch.setattr(account_views, "check_login", slow_mailman)
+    asking, answer, asked = _mailman_slow_to_refuse_the_first_guess(monkeypatch)
     token = sign(site.registry, "confirm", VICTIM, account_views.CONFIRMATION_MAX_AGE)
 
     def confirm_with(client, n):

@@ -108,7 +108,7 @@ class Archive(Persistent):
 
     def awaits_confirmation(self, address):
         """Whether ``address`` was signed up here and never confirmed through its link."""
-        return self.unconfirmed_signups is not None and address in self.unconfirmed_signups
+        return self.signed_up_at(address) is not None
 
     def __getitem__(self, name):
         if name == "list":

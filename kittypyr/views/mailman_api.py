@@ -11,7 +11,7 @@ from kittypyr import storage_unwritable
 from kittypyr.addresses import normalize_list_address
 from kittypyr.archived_check import note_stored
 from kittypyr.archiving import store_parsed
-from kittypyr.mail import UnparseableMessage, message_id_of_header, parse_message
+from kittypyr.mail import UnparseableMessage, parse_message, permalink_id_of_stripped
 from kittypyr.mailman import (
     NO_SUCH_LIST,
     absolute_url,
@@ -122,9 +122,10 @@ def urls(context, request):
     message_id = request.GET.get("msgid")
     if message_id is not None:
         # The plugin sends the Message-ID header stripped of its outer <>:
-        # put them back and read it as the archive reads the header, so two
-        # ids in one header, quotes or brackets inside give the same permalink.
-        return {"url": message_url(request, list_address, message_id_of_header(f"<{message_id}>"))}
+        # read as the archive reads that of every message it stores, so two
+        # ids in one header, quotes or brackets inside give the same
+        # permalink, and an odd header's leads where the message is.
+        return {"url": message_url(request, list_address, permalink_id_of_stripped(message_id))}
     return {"url": list_url(request, list_address)}
 
 

@@ -662,6 +662,101 @@ class _LineFeeds:
         return _LONE_RETURN.sub(b"\n", data)
 
 
+# How much of a line is looked at to tell whether it starts mail whose lines
+# end with a return alone: an envelope line and the header line after it.
+_RETURN_REGION_LOOK = 2048
+
+
+def _starts_return_region(line):
+    """Whether ``line`` (its first bytes, up to any line feed) is an envelope line a return alone ends, a header
+    line after it."""
+    first = line.find(b"\r")
+    if first < 0 or first + 1 == len(line):
+        return False
+    if not (_ENVELOPE_LIKE.match(line, 0, first) or _FULL_ENVELOPE.match(line, 0, first)):
+        return False
+    second = line.find(b"\r", first + 1)
+    return bool(_HEADER_LINE.match(line[first + 1:] if second < 0 else line[first + 1:second]))
+
+
+class _ReturnRegions:
+    """A stream of line-feed mail in which mail whose lines end with a return alone is read with line feeds.
+
+    Classic Mac OS mail joined after line-feed mail is, to a reader of
+    lines, one line from its first envelope line to the file's end: that
+    envelope line, and its messages lost. A line that starts with an
+    envelope line ended by a return alone, with a header line after it,
+    has its returns alone turned into line feeds up to its own line feed
+    (the next part of the file, if any). A return alone anywhere else stays
+    as it is (a progress meter pasted in a body).
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._held = b""
+        self._at_line_start = True
+        self._turning = False
+        self._eof = False
+
+    def read(self, size):
+        while not self._eof:
+            chunk = self._stream.read(size)
+            self._eof = not chunk
+            data, self._held = self._held + chunk, b""
+            if not self._eof:
+                data = self._holding_last_line_start(data)
+            if data:
+                return self._turned(data)
+        data, self._held = self._held, b""
+        return self._turned(data) if data else b""
+
+    def _holding_last_line_start(self, data):
+        """``data`` without a last line that starts, or may start, with "From " and is too short to judge yet."""
+        last = data.rfind(b"\n") + 1
+        if last or self._at_line_start:
+            start = data[last:last + 5]
+            if start and b"From ".startswith(start) and len(data) - last < _RETURN_REGION_LOOK:
+                self._held = data[last:]
+                return data[:last]
+        return data
+
+    def _turned(self, data):
+        if not self._turning and not _LONE_RETURN.search(data):
+            self._at_line_start = data.endswith(b"\n")
+            return data
+        pieces = []
+        pos, size = 0, len(data)
+        while pos < size:
+            if self._turning:
+                end = data.find(b"\n", pos)
+                line_end = size if end < 0 else end + 1
+                piece = data[pos:line_end]
+                if end < 0 and piece.endswith(b"\r") and not self._eof:
+                    # The line feed that may follow it is in the next read.
+                    piece, self._held = piece[:-1], b"\r" + self._held
+                pieces.append(_LONE_RETURN.sub(b"\n", piece))
+                self._at_line_start = end >= 0
+                self._turning = end < 0
+                pos = line_end
+                continue
+            if self._at_line_start and data.startswith(b"From ", pos):
+                start = pos
+            else:
+                found = data.find(b"\nFrom ", pos)
+                start = size if found < 0 else found + 1
+            pieces.append(data[pos:start])
+            if start == size:
+                self._at_line_start = data.endswith(b"\n")
+                break
+            line = data[start:start + _RETURN_REGION_LOOK]
+            self._turning = _starts_return_region(line.split(b"\n", 1)[0])
+            self._at_line_start = self._turning
+            pos = start if self._turning else start + 1
+            if not self._turning:
+                pieces.append(data[start:pos])
+        return b"".join(pieces)
+
+
 def detect_format(path) -> str:
     """Return 'mbox', 'pipermail' or 'maildir' for a mail source.
 
@@ -703,7 +798,7 @@ def read_mail(path) -> Iterator[RawMail]:
             # empty in the sample only because it is broken. A file that
             # starts as a single message does is split too: an mbox whose
             # first envelope line was lost looks just like one.
-            messages = _split_mbox(_LineFeeds(stream) if lone_returns else stream, path, kind == "pipermail",
+            messages = _split_mbox(_LineFeeds(stream) if lone_returns else _ReturnRegions(stream), path, kind == "pipermail",
                                    headless=kind == "eml", starts_inside=kind == "inside")
             # Each message is given once the next is found: the last one
             # may end where a damaged compressed member starts, cut short.

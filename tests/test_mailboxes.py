@@ -1076,6 +1076,26 @@ def test_an_mbox_of_lines_ending_in_a_return_alone_then_in_line_feeds_keeps_ever
         assert all(m.envelope_date is not None for m in mails)
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 7, 4096])
+def test_mail_of_returns_alone_joined_after_much_mail_of_line_feeds_keeps_every_message(tmp_path, monkeypatch,
+                                                                                         chunk):
+    # What a file's lines end with was judged on its first 64 KB: classic
+    # Mac OS mail joined after more line-feed mail than that was one
+    # "line", read as the envelope line of an empty message, and lost.
+    monkeypatch.setattr("kittypyr.mailboxes._CHUNK", chunk)
+    unix = _mbox(*(_message(n, b"Some text.\n" * 600) for n in range(1, 11)))
+    assert len(unix) > 1 << 16
+    mac = _mbox(_message(11), _message(12, b"Progress: 10%\r20%\n"), _message(13)).replace(b"\n", b"\r")
+    for tail in (b"", _mbox(_message(14))):
+        mails = list(read_mail(_write(tmp_path, "joined.mbox", unix + mac + tail)))
+        assert len(mails) == 13 + bool(tail), [m.raw[:60] for m in mails]
+        assert [m.raw for m in mails[:10]] == [_message(n, b"Some text.\n" * 600) for n in range(1, 11)]
+        assert [m.raw for m in mails[10:13]] == [_message(11), _message(12, b"Progress: 10%\n20%\n"), _message(13)]
+        assert all(m.envelope_date is not None and not m.doubts for m in mails)
+        if tail:
+            assert mails[13].raw == _message(14)
+
+
 def test_a_return_alone_inside_a_message_of_line_feeds_stays_as_it_is(tmp_path):
     body = b"Progress: 10%\r20%\r100%\nDone.\n"
     path = _write(tmp_path, "progress.mbox", _mbox(_message(1, body), _message(2)))

@@ -957,6 +957,28 @@ def _content_length_end(buf, base, eof):
     return None
 
 
+# How far back from a "From " the start of its line is looked for.
+_GLUED_LOOK_BACK = 1024
+
+
+def _glued_from(buf, start):
+    """Offset in buf of the byte before the first "From " that follows text on its line, that byte at ``start``
+    or after it; -1 if there is none.
+
+    Only text a body's last line may hold counts: no quoting (">From "),
+    no header line (one that names the envelope line it replaced,
+    "X-Mailbox-Line: From ...").
+    """
+    at = buf.find(b"From ", start + 1)
+    while at >= 0:
+        if buf[at - 1] not in b"\n\x00":
+            before = buf[buf.rfind(b"\n", max(0, at - _GLUED_LOOK_BACK), at) + 1:at]
+            if before.strip(b"> \t") and not _HEADER_LINE.match(before):
+                return at - 1
+        at = buf.find(b"From ", at + 1)
+    return -1
+
+
 def _judge_envelope(line, form, blank_before, follows):
     """Whether a ``From `` line starts a new message, and what is doubtful about that.
 
@@ -1094,20 +1116,34 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
     # not looked for since buf changed). A crash leaves a run of NULs where
     # a message was being appended, and the next envelope line right after.
     nul_from = None
+    # Where the next "From " is that text comes right before on its line
+    # (-1, None: as nul_from): a file that did not end with a line end,
+    # joined to the next, has the next envelope line glued to its last line.
+    glued_from = None
     while True:
         i = find(b"\nFrom ", scan)
         if nul_from is None or 0 <= nul_from < scan:
             nul_from = find(b"\x00From ", scan)
+        if glued_from is None or 0 <= glued_from < scan:
+            glued_from = _glued_from(buf, max(scan, base))
         nul_start = None
+        glued = 0 <= glued_from < i or (i < 0 and glued_from >= 0)
+        if glued:
+            i = glued_from
         if nul_from >= 0 and (i < 0 or nul_from < i):
             i = nul_start = nul_from
+            glued = False
             while nul_start > base and buf[nul_start - 1] == 0:
                 nul_start -= 1
+        if glued and buf.find(b"\n\n", base, i) < 0 and buf.find(b"\n\r\n", base, i) < 0:
+            scan = i + 1  # in the message's header, not after a body's last line
+            continue
         if i >= 0:
             if length_end is _UNREAD:
                 length_end = _content_length_end(buf, base, eof)
             if length_end is not _UNREAD and length_end is not None and i < length_end:
-                unquoted = True
+                # Text before it on its line: no line of an mbox's.
+                unquoted = unquoted or not glued
                 scan = i + 1
                 continue
             line_end = find(b"\n", i + 1)
@@ -1120,7 +1156,7 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                 # empty if buf[i] starts the message or follows a line end.
                 # After NULs, the line before is the one they start on.
                 before = i if nul_start is None else nul_start
-                blank_before = (
+                blank_before = not glued and (
                     before == base
                     or buf[before - 1] == 0x0A
                     or (buf[before - 1] == 0x0D and (before - 1 == base or buf[before - 2] == 0x0A))
@@ -1128,7 +1164,7 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                 if form is None and blank_before:
                     form = _UNDATED
                 if form is None or (form != _FULL and not blank_before):
-                    if _ENVELOPE_LIKE.match(line) and _what_follows(buf, line_end + 1, eof) == _HEADERS:
+                    if not glued and _ENVELOPE_LIKE.match(line) and _what_follows(buf, line_end + 1, eof) == _HEADERS:
                         # Kept, as a body's line may be anything; but a header
                         # after it says it may have been another message's start.
                         doubts.append(f"{where(i + 1)}: a 'From ' line with a time and a header after it, but no"
@@ -1138,6 +1174,12 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                 follows = _what_follows(buf, line_end + 1, eof)
                 if follows is not None:
                     split, doubt = _judge_envelope(line, form, blank_before, follows)
+                    if glued:
+                        # Text on a line before "From " is no mbox's; only
+                        # a whole envelope line and a header after it split.
+                        doubt = ("a new message starts at an envelope line that follows text on the line before"
+                                 " it, with no line end between them (a file that did not end with one, joined"
+                                 " to the next)") if split else None
                     if split and not doubt and pipermail_envelopes and not _PIPERMAIL_ENVELOPE.match(line) \
                             and not line.startswith(_PIPERMAIL_NO_SENDER):
                         doubt = "a new message starts at an envelope line not in the form Pipermail writes"
@@ -1185,7 +1227,7 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
             counted_to -= base
             dropped += base
             buf = buf[base:] + chunk
-            nul_from = None
+            nul_from = glued_from = None
             scan -= base
             if length_end is not _UNREAD and length_end is not None:
                 length_end -= base

@@ -1096,6 +1096,38 @@ def test_mail_of_returns_alone_joined_after_much_mail_of_line_feeds_keeps_every_
             assert mails[13].raw == _message(14)
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+def test_an_envelope_line_glued_to_the_last_line_of_a_file_joined_before_it_starts_a_message(tmp_path, monkeypatch,
+                                                                                           chunk, newline):
+    # `cat a.mbox b.mbox` where a.mbox does not end with a line end: the
+    # next envelope line is on its last line, and its message was read as
+    # part of that one's body, without a word.
+    monkeypatch.setattr("kittypyr.mailboxes._CHUNK", chunk)
+    envelope = b"From user@example.com Tue Mar  6 09:12:45 2007\n"
+    data = (envelope + _message(1, b"Hello.\nbye") + envelope + _message(2) + b"\n"
+            + envelope + _message(3, b"Said:\n-- \nsig") + b"From MAILER-DAEMON Tue Mar  6 09:12:45 2007\n" + _message(4))
+    mails = list(read_mail(_write(tmp_path, "joined.mbox", data.replace(b"\n", newline))))
+    assert [m.raw for m in mails] == [m.replace(b"\n", newline) for m in (
+        _message(1, b"Hello.\nbye"), _message(2), _message(3, b"Said:\n-- \nsig"), _message(4))]
+    assert [len(m.doubts) for m in mails] == [0, 1, 0, 1]
+    assert mails[1].doubts[0].startswith("line 8 ") and "follows text on the line before" in mails[1].doubts[0]
+    assert all(m.envelope_date is not None for m in mails)
+
+
+def test_an_envelope_line_after_other_text_on_its_line_that_no_body_ends_with_stays_in_its_message(tmp_path):
+    # Text that goes on, quoting, a header naming the envelope line it
+    # replaced (as real mail has), a forwarded message's header.
+    body = (b"He wrote From user@example.com Tue Mar  6 09:12:45 2007\nthat it works.\n"
+            b"Text From user@example.com Tue Mar  6 09:12:45 2007\n\nThanks.\n"
+            b"\n>>From user@example.com Tue Mar  6 09:12:45 2007\nFrom: user@example.com\n\n")
+    first = b"X-Mailbox-Line:\tFrom user@example.com Tue Mar  6 09:12:45 2007\n" + _message(1, body)
+    forwarded = (b"Received: by example.com;\n\tid 1; From user@example.com Tue Mar  6 09:12:45 2007\n"
+                 + _message(2, b"Forwarded.\n"))
+    mails = list(read_mail(_write(tmp_path, "text.mbox", _mbox(first, forwarded))))
+    assert [(m.raw, m.doubts) for m in mails] == [(first.replace(b">>From", b">From"), ()), (forwarded, ())]
+
+
 def test_a_return_alone_inside_a_message_of_line_feeds_stays_as_it_is(tmp_path):
     body = b"Progress: 10%\r20%\r100%\nDone.\n"
     path = _write(tmp_path, "progress.mbox", _mbox(_message(1, body), _message(2)))

@@ -6,8 +6,9 @@ cells and the whitespace of the source are not kept: a paragraph is one
 line, and the page reflows it. What a browser would never show (scripts,
 styles, frames, the head) is dropped with its content.
 
-One pass of the standard library's tokenizer; no recursion, whatever the
-nesting of the mail.
+One pass of html5ever (through nh3), which reads the markup as a browser
+does, then one of the standard library's tokenizer over what it wrote; no
+recursion, whatever the nesting of the mail.
 """
 
 import re
@@ -20,10 +21,6 @@ __all__ = ["text_of_html"]
 # Dropped with everything inside them.
 HIDDEN = frozenset({"script", "style", "iframe", "head", "title", "noscript", "template", "object",
                     "embed", "svg", "math", "select", "frameset", "frame"})
-
-# What a head holds. Any other element, or text, ends a head left open, as
-# browsers end it: mail often never closes its head, or opens its body in it.
-HEAD_CONTENT = frozenset({"title", "meta", "link", "style", "script", "base", "noscript", "template"})
 
 # Elements that end a paragraph: a blank line around them.
 PARAGRAPHS = frozenset({"p", "h1", "h2", "h3", "h4", "h5", "h6", "table", "ul", "ol", "dl", "pre",
@@ -47,34 +44,14 @@ class _TextMaker(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.lines = []  # finished lines, quote markers included
         self.words = []  # pieces of the line being made
-        self.hidden = []  # the open elements whose content is dropped
         self.quote = 0
         self.pre = 0
         self.links = []  # (href, length of the line's text when the link opened)
         self.list_depth = 0
-        self.in_body = False  # a head start tag after the body's start is ignored, as browsers do
 
     # -- structure ---------------------------------------------------------
 
-    def _head_ends(self):
-        """Whether the innermost hidden element is a head left open (which what comes now ends)."""
-        return self.hidden == ["head"]
-
     def handle_starttag(self, tag, attrs):
-        if tag == "head" and self.in_body:
-            return
-        if self._head_ends() and tag not in HEAD_CONTENT:
-            self.hidden.pop()
-        if self.hidden:
-            if tag in HIDDEN and tag not in VOID:
-                self.hidden.append(tag)
-            return
-        if tag in HIDDEN:
-            if tag not in VOID:
-                self.hidden.append(tag)
-            return
-        if tag != "html":
-            self.in_body = True
         if tag in PARAGRAPHS:
             self.paragraph()
         elif tag in LINES:
@@ -103,10 +80,6 @@ class _TextMaker(HTMLParser):
             self.handle_endtag(tag)
 
     def handle_endtag(self, tag):
-        if self.hidden:
-            if tag == self.hidden[-1]:
-                self.hidden.pop()
-            return
         if tag == "a" and self.links:
             href, start = self.links.pop()
             text = self._current()[start:].strip()
@@ -129,12 +102,6 @@ class _TextMaker(HTMLParser):
             self.line()
 
     def handle_data(self, data):
-        if self._head_ends() and data.strip():
-            self.hidden.pop()
-        if self.hidden:
-            return
-        if data.strip():
-            self.in_body = True
         if self.pre:
             # Preformatted text keeps its lines and spaces.
             pieces = data.split("\n")
@@ -176,24 +143,18 @@ class _TextMaker(HTMLParser):
 
 
 # The standard library's tokenizer scans to the end of the document again
-# for each tag or comment still open there: a post of 60 KB of "<a " took
-# 30 s, one of 800 KB of "<!--" four and a half minutes. Markup with more
-# than UNCLOSED_MAX such openings is first written again by html5ever (nh3),
-# which reads it as a browser does, in one pass, and writes every tag whole.
-_UNCLOSED = re.compile(r"<[a-zA-Z/!?][^<>]*(?=<|\Z)")
-UNCLOSED_MAX = 64
-# What the text maker reads of the markup: every other tag goes, its text stays.
+# for each tag, comment or section still open there (a post of 60 KB of
+# "<a " took 30 s, one of 100 KB of "<a b='>' " 45 s), and fails an
+# assertion on a marked section such as Word writes ("<![ if ... ]>").
+# So it never reads mail's markup as it is: html5ever (nh3) reads it first,
+# as a browser does, in one pass, and writes every tag whole, keeping the
+# few the text maker reads.
 _READ_TAGS = PARAGRAPHS | LINES | {"a", "img", "td", "th", "li", "ul", "ol", "pre", "blockquote"}
 
 
 def _tokenizable(html):
-    unclosed = 0
-    for _ in _UNCLOSED.finditer(html):
-        unclosed += 1
-        if unclosed > UNCLOSED_MAX:
-            return nh3.clean(html, tags=_READ_TAGS - HIDDEN, clean_content_tags=HIDDEN - VOID,
-                             attributes={"a": {"href"}, "img": {"alt"}}, link_rel=None, strip_comments=True)
-    return html
+    return nh3.clean(html, tags=_READ_TAGS - HIDDEN, clean_content_tags=HIDDEN - VOID,
+                     attributes={"a": {"href"}, "img": {"alt"}}, link_rel=None, strip_comments=True)
 
 
 def text_of_html(html):

@@ -165,7 +165,11 @@ from kittypyr.mail import parse_message
 # Minutes of work for the standard library's tokenizer alone, which rescans
 # to the end for each tag or comment left open: twenty seconds are plenty.
 resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
-html = {"tags": b"<a " * 150_000, "attributes": b'<a b="' * 100_000, "comments": b"<!--" * 200_000}[sys.argv[1]]
+html = {"tags": b"<a " * 150_000, "attributes": b'<a b="' * 100_000, "comments": b"<!--" * 200_000,
+        # Tags whose quoted value holds a ">", sections never closed: each
+        # made the tokenizer search to the end again, yet looked closed.
+        "quoted": b"<a b='>' " * 40_000, "double quoted": b'<a b=">" ' * 40_000,
+        "sections": b"<![CDATA[ > " * 40_000}[sys.argv[1]]
 raw = (b"From: Ann <ann@example.org>\\nSubject: hostile\\nMessage-ID: <hostile@example.org>\\n"
        b"Date: Mon, 1 Jan 2024 00:00:00 +0000\\nMIME-Version: 1.0\\nContent-Type: text/html; charset=utf-8\\n\\n"
        b"<p>Before the flood.</p>" + html)
@@ -173,7 +177,7 @@ print(repr(parse_message(raw).body_text))
 """
 
 
-@pytest.mark.parametrize("flood", ["tags", "attributes", "comments"])
+@pytest.mark.parametrize("flood", ["tags", "attributes", "comments", "quoted", "double quoted", "sections"])
 def test_html_full_of_open_tags_or_comments_is_read_in_one_pass(flood):
     import os
     import subprocess
@@ -185,3 +189,23 @@ def test_html_full_of_open_tags_or_comments_is_read_in_one_pass(flood):
     assert outcome.returncode == 0, outcome.stderr[-500:]
     # What a browser shows: the paragraph; the open tag or comment hides the rest.
     assert outcome.stdout.strip() == repr("Before the flood.")
+
+
+@pytest.mark.parametrize("section", ["<![ if !supportLists ]>", "<![if !supportLists]>", "<![html", "<![CDATA[x]]>",
+                                     "<!DOCTYPE", "<!", "<?php echo 1 ?>", "</ >", "<a href='x>y'>"])
+def test_html_only_mail_with_odd_markup_keeps_its_header_and_text(section):
+    # "<![ " (a marked section, as Word writes them) made the standard
+    # library's tokenizer fail an assertion: the whole mail was read as
+    # damaged, and lost its Message-ID, subject, sender and threading.
+    from kittypyr.mail import parse_message
+
+    raw = ("From: Ann <ann@example.org>\nSubject: Quarterly figures\nMessage-ID: <marked@example.org>\n"
+           "In-Reply-To: <parent@example.org>\nDate: Wed, 01 Jan 2020 12:00:00 +0000\n"
+           "Content-Type: text/html; charset=utf-8\n\n"
+           f"<html><body><p>See the figures below.</p>{section}<p>one</p><p>two</p></body></html>\n").encode()
+    parsed = parse_message(raw)
+    assert (parsed.message_id, parsed.subject, parsed.sender_address) == (
+        "marked@example.org", "Quarterly figures", "ann@example.org")
+    assert parsed.in_reply_to == "parent@example.org"
+    assert parsed.body_text.startswith("See the figures below.")
+    assert "two" in parsed.body_text

@@ -1496,7 +1496,25 @@ def parse_message(raw, envelope_date=None, now=None):
     except Exception as exc:
         # A bug or a structure nothing anticipated must not lose the post.
         notes.add("message could not be parsed (%s: %s); kept as plain text" % (type(exc).__name__, exc))
+    try:
+        # Its header, still, if only its body could not be read: the
+        # Message-ID that links to it, its thread, sender and subject.
+        return _parse(raw, _body_as_plain_text(data, header_end, body_start, clean), fingerprint, envelope_date,
+                      now, notes)
+    except Exception:
         return _salvage(raw, body, fingerprint, envelope_date, now, notes)
+
+
+# The fields that say how a body is to be read: without them, it is plain text.
+_BODY_FIELDS = re.compile(rb"^content-(?:type|transfer-encoding|disposition)[ \t]*:.*(?:\r?\n[ \t].*)*(?:\r?\n|\Z)",
+                          re.IGNORECASE | re.MULTILINE)
+
+
+def _body_as_plain_text(data, header_end, body_start, clean):
+    """``_prepare``'s parts of a message with the fields that say how its body is read taken out of its header."""
+    header = _BODY_FIELDS.sub(b"", data[:header_end])
+    cut = header_end - len(header)
+    return header + data[header_end:], header_end - cut, body_start - cut, clean
 
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")

@@ -889,3 +889,26 @@ def test_a_transfer_encoding_with_spaces_or_parameters_is_decoded(encoding):
     assert mail.body_text == "zanzibarword in the body, café"
     assert [attachment.data for attachment in mail.attachments] == [data]
     assert any("Content-Transfer-Encoding" in note for note in mail.defects)
+
+
+def test_a_mail_whose_body_cannot_be_read_keeps_its_header(monkeypatch):
+    # A failure in reading a body (a bug, a structure nothing foresaw) kept
+    # the mail as text with a made-up Message-ID, no subject, sender or
+    # thread: its Archived-At led nowhere and its thread lost it.
+    import kittypyr.htmltext
+
+    def failing(html):
+        raise AssertionError("unexpected markup")
+
+    monkeypatch.setattr(kittypyr.htmltext, "text_of_html", failing)
+    raw = (b"From: Ann <ann@example.org>\r\nSubject: Figures\r\nMessage-ID: <kept@example.org>\r\n"
+           b"References: <root@example.org> <parent@example.org>\r\nDate: Wed, 01 Jan 2020 12:00:00 +0000\r\n"
+           b"MIME-Version: 1.0\r\nContent-Type: text/html;\r\n charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n"
+           b"\r\n<p>The figures, \xe2\x82\xac 12.</p>\r\n")
+    parsed = parse_message(raw)
+    assert (parsed.message_id, parsed.subject, parsed.sender_name, parsed.sender_address) == (
+        "kept@example.org", "Figures", "Ann", "ann@example.org")
+    assert parsed.references == ("root@example.org", "parent@example.org")
+    assert parsed.date.year == 2020 and parsed.raw == raw
+    assert "The figures" in parsed.body_text
+    assert any("could not be parsed (AssertionError: unexpected markup)" in d for d in parsed.defects)

@@ -266,11 +266,18 @@ def _resolve_charset(name):
 
 def _strict(data, codec):
     try:
-        return data.decode(codec)
+        text = data.decode(codec)
     except Exception:
         # Besides UnicodeError, a few codecs raise LookupError or even
         # TypeError on odd input; any failure means "not this charset".
         return None
+    if codec == "utf-7" and _SURROGATE.search(text):
+        # Half of a UTF-16 pair ("+2AA-"), which no page can write out.
+        return None
+    return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _guess(data):

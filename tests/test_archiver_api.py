@@ -660,3 +660,19 @@ def test_another_post_under_a_deleted_message_id_is_kept_and_the_deleted_one_sta
     browser.get(url.replace(SITE, ""), status=410)
     with prepare(registry=app.registry) as env:
         assert archive_info(env["root"], LIST)["messages"] == 1
+
+
+def test_mail_in_utf7_that_decodes_to_half_a_character_leaves_every_page_readable(app):
+    # "+2AA-" is UTF-7 for half of a UTF-16 pair: kept as it decoded, it
+    # could not be written out, and the message, its list's overview, its
+    # month and every search finding it answered 500.
+    browser = TestApp(app)
+    raw = (b"Message-ID: <u7@example.org>\nFrom: =?utf-7?q?Eve+2AA-?= <eve@example.org>\n"
+           b"Subject: =?utf-7?q?Hello+2AA-?= sevenword\nDate: Wed, 01 Jan 2020 12:00:00 +0000\n"
+           b"Content-Type: text/plain; charset=utf-7\n\nbody sevenbody +2AA- end\n")
+    url = post(browser, raw).json["url"].replace(SITE, "")
+    for path in (url, f"/list/{LIST}/", f"/list/{LIST}/2020/1/", "/search?q=sevenbody", "/search?q=sevenword",
+                 f"/list/{LIST}/feed/"):
+        page = browser.get(path)
+        assert "sevenbody" in page.text or "sevenword" in page.text, path
+    assert "Eve" in browser.get(url).text

@@ -54,6 +54,8 @@ _MAX_DEFECTS = 100
 # that much larger. The original keeps them whole.
 SUBJECT_MAX = 512
 NAME_MAX = 255
+# RFC 5321: a path is at most 256 characters, its angle brackets included.
+ADDRESS_MAX = 254
 # The attachments kept of one message, each a blob file; the rest stay in
 # its original. Real mail has a handful; a post of a hundred thousand empty
 # parts (five megabytes) made as many files, 786 MB, in 100 s of archiving.
@@ -565,6 +567,14 @@ def _decode_header(value, hint, notes):
 
 def _one_line(text):
     return " ".join(text.split())
+
+
+def _bounded_address(address, notes):
+    """``address``, or "" if it is longer than any address can be (it would be carried on every page naming it)."""
+    if len(address) <= ADDRESS_MAX:
+        return address
+    notes.add("sender's address of %d characters, longer than any address can be, left out" % len(address))
+    return ""
 
 
 def _shortened(text, limit, what, notes):
@@ -1729,7 +1739,7 @@ def _parse(raw, prepared, fingerprint, envelope_date, now, notes):
         # Shortened only now: a Message-ID derived from the subject stays the one older releases derived.
         subject=_shortened(subject, SUBJECT_MAX, "subject", notes),
         sender_name=_shortened(sender_name, NAME_MAX, "sender's name", notes),
-        sender_address=sender_address,
+        sender_address=_bounded_address(sender_address, notes),
         date=date,
         date_offset=date_offset,
         in_reply_to=in_reply_to,

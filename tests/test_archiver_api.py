@@ -676,3 +676,21 @@ def test_mail_in_utf7_that_decodes_to_half_a_character_leaves_every_page_readabl
         page = browser.get(path)
         assert "sevenbody" in page.text or "sevenword" in page.text, path
     assert "Eve" in browser.get(url).text
+
+
+@pytest.mark.parametrize("name", ["Mallory", ""])
+def test_a_sender_address_longer_than_any_address_is_not_carried_on_every_page(app, name):
+    # The name and subject were cut short, the address kept whole: one post
+    # from a megabyte-long address made its list's overview 2 MB and the
+    # sender's profile 5 MB for as long as it stayed.
+    browser = TestApp(app)
+    address = "a." * 500_000 + "a@example.org"
+    raw = (f"Message-ID: <long@example.org>\nFrom: {name} <{address}>\nSubject: longaddress\n"
+           "Date: Wed, 01 Jan 2020 12:00:00 +0000\n\nHello.\n").encode()
+    url = post(browser, raw).json["url"].replace(SITE, "")
+    for path in (url, f"/list/{LIST}/", f"/list/{LIST}/2020/1/", "/search?q=longaddress", f"/list/{LIST}/feed/"):
+        page = browser.get(path)
+        assert "longaddress" in page.text and len(page.body) < 100_000, path
+    with prepare(registry=app.registry) as env:
+        stored = next(iter(env["root"].lists[LIST].messages.values()))
+        assert stored.sender_address == "" and stored.sender_name == name

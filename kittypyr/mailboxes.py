@@ -1299,10 +1299,14 @@ def _read_maildir(path):
         try:
             raw = _uncompressed(read_regular_file(os.path.join(path, sub, name)))
         except (OSError, EOFError, _CorruptData) as exc:
+            failure = _describe(exc)
             if name.startswith("."):
-                continue
+                if getattr(exc, "errno", None) in (errno.EISDIR, errno.EINVAL):
+                    continue  # no file a message could be in
+                # Whether it holds mail cannot be told: said, not skipped.
+                failure = f"{failure}; {_DOT_FILE}"
             position += 1
-            yield RawMail(b"", path, position, None, failure=_describe(exc), name=label)
+            yield RawMail(b"", path, position, None, failure=failure, name=label)
             continue
         if name.startswith("."):
             if _holds_mail(raw):

@@ -1041,6 +1041,30 @@ def test_a_maildir_file_named_with_a_dot_that_holds_mail_is_named_not_read(tmp_p
     assert "starts with a dot" in mails[0].failure and "by its path" in mails[0].failure
 
 
+def test_a_maildir_file_named_with_a_dot_that_cannot_be_read_is_named_among_the_failures(tmp_path, monkeypatch):
+    # Whether it held mail could not be told, and it was skipped unsaid;
+    # a folder named so stays unsaid: it is no message.
+    import kittypyr.mailboxes
+
+    path = _maildir(tmp_path, [
+        ("cur", "1200000001.M1.host:2,S", _message(1)),
+        ("cur", ".1200000002.M2.host:2,S", _message(2)),
+    ])
+    os.mkdir(os.path.join(path, "cur", ".svn"))
+    read = kittypyr.mailboxes.read_regular_file
+
+    def unreadable(full):
+        if full.endswith(".M2.host:2,S"):
+            raise PermissionError(13, "Permission denied")
+        return read(full)
+
+    monkeypatch.setattr(kittypyr.mailboxes, "read_regular_file", unreadable)
+    mails = list(read_mail(path))
+    assert [(m.name, bool(m.raw)) for m in mails] == [("cur/.1200000002.M2.host:2,S", False),
+                                                       ("cur/1200000001.M1.host:2,S", True)]
+    assert "Permission denied" in mails[0].failure and "starts with a dot" in mails[0].failure
+
+
 def test_a_mailbox_file_among_a_maildirs_messages_is_read_as_its_messages(tmp_path):
     # An mbox saved into cur/ was read as one message: the first, with
     # every other message of it in its body.

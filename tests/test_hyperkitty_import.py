@@ -272,3 +272,44 @@ def test_a_database_with_many_skipped_marks_names_twenty_of_each_kind_and_the_re
     assert whole.count(skipped_tag) == 25
     assert "more tags" not in whole
     assert "'" + "!?" * 25 + "'" in whole
+
+
+def test_a_batch_that_meets_a_write_conflict_is_stored_again(hyperkitty_database, tmp_path):
+    # Live mail archived into the same list as the import ran: the import
+    # ended at its first conflict with a traceback, no summary, and none
+    # of its mail stored.
+    import transaction
+
+    from kittypyr.hyperkitty.database import open_database
+    from kittypyr.hyperkitty.migrate import migrate
+
+    env = bootstrap(str(write_config(tmp_path)))
+    database = env["registry"]._zodb_databases[""]
+    live = transaction.TransactionManager()
+    other = database.open(transaction_manager=live)
+    commits = []
+
+    def commit_meeting_live_mail():
+        commits.append(len(commits))
+        if len(commits) in (2, 3):  # the first batch of mail, twice
+            live.begin()
+            other_list = other.root()["kittypyr"].lists[LIST]
+            other_list.description = f"changed by a live writer ({len(commits)})"
+            live.commit()
+        transaction.manager.commit()
+
+    connection = open_database(str(hyperkitty_database))
+    try:
+        aborted = []
+        report = migrate(env["root"], connection, env["registry"], commit=commit_meeting_live_mail,
+                         abort=lambda: aborted.append(transaction.manager.abort()))
+        assert len(aborted) == 2  # the conflicts were real
+        assert report.messages == 6 and not report.skipped
+        transaction.manager.begin()
+        assert sum(len(mailing_list.messages) for mailing_list in env["root"].lists.values()) == 6
+        assert env["root"].lists[LIST].description == "changed by a live writer (3)"
+    finally:
+        connection.close()
+        other.close()
+        env["closer"]()
+        database.close()

@@ -3,9 +3,10 @@
 import sys
 
 import transaction
+from ZODB.POSException import ConflictError
 
 from kittypyr.hyperkitty.database import UnreadableDatabase, open_database
-from kittypyr.hyperkitty.migrate import migrate
+from kittypyr.hyperkitty.migrate import CONFLICT_ATTEMPTS, migrate
 
 
 def command_import_hyperkitty(args):
@@ -23,7 +24,15 @@ def command_import_hyperkitty(args):
             if cache_size_bytes is None:
                 return 2
             with import_cache(env["root"]._p_jar, cache_size_bytes):
-                report = migrate(env["root"], connection, env["registry"], commit=transaction.manager.commit)
+                try:
+                    report = migrate(env["root"], connection, env["registry"], commit=transaction.manager.commit,
+                                     abort=transaction.manager.abort)
+                except ConflictError:
+                    print(f"kittypyr import-hyperkitty: other writers changed the same records at each of"
+                          f" {CONFLICT_ATTEMPTS} attempts at one batch, which is not stored; run it again when"
+                          " the archive is quieter: what is already stored is found, not stored twice",
+                          file=sys.stderr)
+                    return 1
     finally:
         connection.close()
     print_summary(report.summary, args.report)

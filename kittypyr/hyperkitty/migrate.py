@@ -8,7 +8,11 @@ tags, favourites and last views belong to readers, who are known here by
 address: each HyperKitty user's is that of their account.
 """
 
-from dataclasses import dataclass, field
+import random
+import time
+from dataclasses import dataclass, field, replace
+
+from ZODB.POSException import ConflictError
 
 from kittypyr.archiving import ARCHIVED, DUPLICATE, ensure_mailing_list, store_parsed
 from kittypyr.hyperkitty.database import as_datetime, rows
@@ -82,62 +86,102 @@ def _users(connection):
             for row in rows(connection, "SELECT id, email FROM auth_user")}
 
 
-def migrate(archive, connection, registry=None, commit=None, batch_size=500):
+# Attempts at each batch when other writers (live mail, another process)
+# changed what it changed, with a pause growing up to about a second.
+CONFLICT_ATTEMPTS = 10
+
+
+def _committed(step, commit, abort, report):
+    """Run ``step`` and ``commit``; after a write conflict, abort and run both again, the report as it was.
+
+    Every step here can be run again: a list or a message already stored
+    is found, not made twice. ConflictError after the last attempt.
+    """
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        saved = replace(report, skipped=list(report.skipped))
+        try:
+            result = step()
+            commit()
+            return result
+        except ConflictError:
+            abort()
+            if attempt == CONFLICT_ATTEMPTS:
+                raise
+            vars(report).update(vars(saved))
+            time.sleep(random.uniform(0.5, 1.0) * min(attempt, 10) / 10)
+
+
+def migrate(archive, connection, registry=None, commit=None, batch_size=500, abort=None):
     """Import everything in the HyperKitty database ``connection`` into ``archive``.
 
-    ``commit`` is called every ``batch_size`` messages and at the end.
-    Returns a ``MigrationReport``.
+    ``commit`` is called every ``batch_size`` messages and at the end;
+    after a write conflict, ``abort`` is, and the batch is stored again
+    (see ``_committed``). Returns a ``MigrationReport``.
     """
     commit = commit or (lambda: None)
+    abort = abort or (lambda: None)
     report = MigrationReport()
     lists = {}
-    for row in rows(connection, "SELECT id, name, display_name, description, archive_policy, subject_prefix "
-                                "FROM hyperkitty_mailinglist"):
-        address = row["name"].lower()
-        new = address not in archive.lists
-        mailing_list = lists[row["id"]] = ensure_mailing_list(archive, address, row["display_name"] or "",
-                                                              row["description"] or "")
-        if new:
-            # Only a list HyperKitty showed to everyone is public here; a list
-            # archived "never" had no public archive either.
-            mailing_list.archive_policy = "public" if row["archive_policy"] == _PUBLIC else "private"
-            # HyperKitty kept Mailman's, and left it out of the subjects as kittypyr does.
-            mailing_list.subject_prefix = row["subject_prefix"] or ""
-        report.lists += 1
-    commit()
+
+    def store_lists():
+        lists.clear()
+        for row in rows(connection, "SELECT id, name, display_name, description, archive_policy, subject_prefix "
+                                    "FROM hyperkitty_mailinglist"):
+            address = row["name"].lower()
+            new = address not in archive.lists
+            mailing_list = lists[row["id"]] = ensure_mailing_list(archive, address, row["display_name"] or "",
+                                                                  row["description"] or "")
+            if new:
+                # Only a list HyperKitty showed to everyone is public here; a list
+                # archived "never" had no public archive either.
+                mailing_list.archive_policy = "public" if row["archive_policy"] == _PUBLIC else "private"
+                # HyperKitty kept Mailman's, and left it out of the subjects as kittypyr does.
+                mailing_list.subject_prefix = row["subject_prefix"] or ""
+            report.lists += 1
+
+    _committed(store_lists, commit, abort, report)
 
     with_attachments = _emails_with_attachments(connection)
     # email id -> (kittypyr list, message hash), for the marks that name emails.
     names = {}
+
+    def store_batch(batch):
+        for email in batch:
+            mailing_list = lists[email["mailinglist_id"]]
+            try:
+                attachments = _attachments_of(connection, email["id"]) if email["id"] in with_attachments else ()
+                result = _store_email(mailing_list, email, attachments, registry)
+            except UnparseableMessage as exc:
+                report.skipped.append(("message", f"message {email['message_id']}", str(exc)))
+                continue
+            if result.outcome == ARCHIVED:
+                report.messages += 1
+            elif result.outcome == DUPLICATE:
+                report.already += 1
+            else:
+                report.skipped.append(("message", f"message {email['message_id']}", result.reason))
+                continue
+            names[email["id"]] = (mailing_list, result.message.__name__)
+
     emails = rows(connection, "SELECT e.id, e.mailinglist_id, e.message_id, e.message_id_hash, e.subject, "
                               "e.content, e.date, e.timezone, e.in_reply_to, e.sender_name, "
                               "e.sender_id AS sender_address FROM hyperkitty_email e ORDER BY e.date, e.id")
-    for count, email in enumerate(emails, 1):
-        mailing_list = lists[email["mailinglist_id"]]
+    batch = []
+    for email in emails:
         email["date"] = as_datetime(email["date"])
-        try:
-            attachments = _attachments_of(connection, email["id"]) if email["id"] in with_attachments else ()
-            result = _store_email(mailing_list, email, attachments, registry)
-        except UnparseableMessage as exc:
-            report.skipped.append(("message", f"message {email['message_id']}", str(exc)))
-            continue
-        if result.outcome == ARCHIVED:
-            report.messages += 1
-        elif result.outcome == DUPLICATE:
-            report.already += 1
-        else:
-            report.skipped.append(("message", f"message {email['message_id']}", result.reason))
-            continue
-        names[email["id"]] = (mailing_list, result.message.__name__)
-        if count % batch_size == 0:
-            commit()
-    commit()
+        batch.append(email)
+        if len(batch) == batch_size:
+            _committed(lambda: store_batch(batch), commit, abort, report)
+            batch = []
+    _committed(lambda: store_batch(batch), commit, abort, report)
 
-    users = _users(connection)
-    _migrate_votes(archive, connection, names, users, report)
-    threads = _threads(connection, lists)
-    _migrate_thread_marks(archive, connection, threads, users, report, registry)
-    commit()
+    def store_marks():
+        users = _users(connection)
+        _migrate_votes(archive, connection, names, users, report)
+        threads = _threads(connection, lists)
+        _migrate_thread_marks(archive, connection, threads, users, report, registry)
+
+    _committed(store_marks, commit, abort, report)
     return report
 
 

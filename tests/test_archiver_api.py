@@ -694,3 +694,22 @@ def test_a_sender_address_longer_than_any_address_is_not_carried_on_every_page(a
     with prepare(registry=app.registry) as env:
         stored = next(iter(env["root"].lists[LIST].messages.values()))
         assert stored.sender_address == "" and stored.sender_name == name
+
+
+def test_mail_for_a_list_known_as_never_archived_is_answered_503_while_mailman_cannot_be_asked(tmp_path):
+    # Mailman hands mail over only for lists it archives: the "never" kept
+    # here may be out of date, and the mail is not dropped on its word.
+    from tests.functional import free_port
+
+    app = make(tmp_path, **{"kittypyr.mailman_url": f"http://127.0.0.1:{free_port()}"})
+    try:
+        with prepare(registry=app.registry) as env:
+            from kittypyr.archiving import ensure_mailing_list
+
+            mailing_list = ensure_mailing_list(env["root"], LIST)
+            mailing_list.archive_policy, mailing_list.policy_known = "never", True
+            env["request"].tm.commit()
+        answer = post(TestApp(app), make_message(message_id="<nv2@example.org>"), status=503)
+        assert answer.headers["Retry-After"] and "send it again later" in answer.json["error"]
+    finally:
+        app.registry._zodb_databases[""].close()

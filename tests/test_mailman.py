@@ -320,6 +320,22 @@ def test_sync_brings_lists_owners_and_policies_from_mailman(stack):
     assert wait_until(lambda: stack.archive.get(f"list/team@{DOMAIN}/")[0] == 403, timeout=30)
 
 
+def test_mail_mailman_hands_over_for_a_list_the_archive_knew_as_never_archived_is_archived(stack):
+    # The archive kept the "never" a sync brought; Mailman's policy then
+    # changed, and the mail it handed over was answered 200 and dropped
+    # until a reader happened to open the list. Mailman hands mail over only
+    # for lists it archives: the archive asks it again.
+    later = stack.create_list(DOMAIN, "later", archive_policy="public", default_nonmember_action="accept")
+    assert archived(stack, post(stack, 901, "Archived before", to=f"later@{DOMAIN}"))[0] == 200
+    for policy in ("never", "public"):
+        later.settings["archive_policy"] = policy
+        later.settings.save()
+        if policy == "never":
+            sync(stack)
+    status, page = archived(stack, post(stack, 902, "Archived at last", to=f"later@{DOMAIN}"))
+    assert status == 200 and "Archived at last" in page
+
+
 def test_a_policy_changed_in_mailman_holds_for_every_url_family(stack):
     """Public -> private -> public in Mailman: within the TTL (2 s here) every
     kind of page follows, and stays so (no flipping between 403 and 200)."""

@@ -3,7 +3,7 @@
 import logging
 import re
 
-from pyramid.httpexceptions import HTTPBadRequest, HTTPForbidden, HTTPUnauthorized
+from pyramid.httpexceptions import HTTPBadRequest, HTTPForbidden, HTTPServiceUnavailable, HTTPUnauthorized
 from pyramid.view import view_config
 from ZODB.POSException import ConflictError
 
@@ -21,6 +21,7 @@ from kittypyr.mailman import (
     create_list_with_policy,
     key_is_valid,
     list_url,
+    mailman_is_configured,
     message_url,
 )
 from kittypyr.resources.api import ApiMailman
@@ -60,7 +61,7 @@ def archive(context, request):
         details = ask_list_details(request.registry, list_address)
         if isinstance(details, dict):
             apply_list_details(mailing_list, details)
-    if mailing_list.archives_no_more:
+    if mailing_list.archives_no_more and not _archives_again(mailing_list, request.registry, list_address):
         return {"url": list_url(request, list_address)}
     try:
         result = store_parsed(mailing_list, parse_message(raw), by_mailman=True)
@@ -101,6 +102,28 @@ def _uploaded_bytes(request):
         # way, and a 400 says so instead of keeping nothing as if it were mail.
         raise HTTPBadRequest(json_body={"error": "the message upload is empty"})
     return raw
+
+
+def _archives_again(mailing_list, registry, list_address):
+    """Whether Mailman now archives a list the archive knew as archived "never" (its new policy applied).
+
+    Mailman hands mail over only for lists it archives: the "never" kept
+    here is out of date (changed in Mailman since the last sync), and the
+    mail would be answered 200 and dropped. Mailman is asked; 503 when it
+    cannot be (it sends the mail again later). A list set so by hand
+    (``--policy never``, no Mailman core) stays so.
+    """
+    if not mailman_is_configured(registry):
+        return False
+    details = ask_list_details(registry, list_address)
+    if details is None:
+        raise HTTPServiceUnavailable(
+            json_body={"error": "Mailman core could not be asked whether this list is archived; send it again later"},
+            headers={"Retry-After": str(STORAGE_RETRY_AFTER)})
+    if details is NO_SUCH_LIST:
+        raise HTTPBadRequest(json_body={"error": f"Mailman core has no list {list_address}"})
+    apply_list_details(mailing_list, details)
+    return not mailing_list.archives_no_more
 
 
 def _new_list(archive, registry, list_address):

@@ -33,6 +33,8 @@ from markupsafe import Markup
 from pyramid.traversal import find_resource
 from repoze.catalog.indexes.field import CatalogFieldIndex
 from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
+from zope.index.text.parsetree import ParseError
+from zope.index.text.queryparser import QueryParser
 
 from kittypyr.catalog import Narrowed, docid_of, make_text_index, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
@@ -189,10 +191,12 @@ def _day_start(moment):
 
 
 def _months_back(day, months):
-    """The same day ``months`` months before ``day`` (the month's last day when shorter)."""
+    """The same day ``months`` months before ``day`` (the month's last day when shorter); None before year 1."""
     total = day.year * 12 + day.month - 1 - months
     year, month = divmod(total, 12)
     month += 1
+    if year < 1:
+        return None
     return day.replace(year=year, month=month, day=min(day.day, calendar.monthrange(year, month)[1]))
 
 
@@ -211,6 +215,8 @@ def _relative_bounds(text, now):
             start = today - timedelta(days=count * (7 if unit == "w" else 1))
         else:
             start = _months_back(today, count * (12 if unit == "y" else 1))
+            if start is None:
+                return None  # before the calendar begins
         return start, start + one_day
     which, _, span = text.partition("-")
     if which not in ("last", "this") or span not in _NAMED_SPANS:
@@ -365,6 +371,13 @@ def parse_search(query, limits=DEFAULT_LIMITS):
                 pasted = (value[1:-1], term)
             continue
         pending_or = None
+        if negative:
+            # Only words and phrases are left out; read as the field itself,
+            # "-from:bob" found Bob's mail alone.
+            parsed.problems.append(f"A minus leaves out words and phrases, not a field: “-{name}:{value}” was not"
+                                   " searched.")
+            previous = None
+            continue
         added = _parse_field(parsed, name, value, limits, alternative=joins_or and name in _OR_FIELDS)
         previous = name if added else None
     _settle_words(parsed, query)
@@ -609,6 +622,26 @@ class MessageQuery:
     conditions: list = field(default_factory=list)  # the filters but the lists in scope
 
 
+def _subject_query(archive, groups):
+    """The subject index's query for ``groups`` (an AND of ORs of terms), or None if it holds no word it keeps.
+
+    Each word is quoted: its parser reads a bare "not", "and" or "or" as
+    an operator, and a query of only common words ("the") as an error.
+    """
+    text = " AND ".join(
+        "(" + " OR ".join(_as_phrase(term) for term in group) + ")" if len(group) > 1 else _as_phrase(group[0])
+        for group in groups)
+    try:
+        QueryParser(archive.catalog["subject"].lexicon).parseQuery(text)
+    except ParseError:
+        return None
+    return text
+
+
+def _as_phrase(term):
+    return term if term.startswith('"') else f'"{term}"'
+
+
 def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMITS):
     """The catalog query for the messages of ``visible_lists`` (addresses) that ``query`` finds.
 
@@ -629,8 +662,12 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
     conditions = []  # beyond the lists in scope
 
     if parsed.subject:
-        conditions.append(Contains("subject", " AND ".join(
-            group[0] if len(group) == 1 else "(" + " OR ".join(group) + ")" for group in parsed.subject)))
+        subject = _subject_query(archive, parsed.subject)
+        if subject is None:
+            found.problems.append("“subject:” held only words too common to search (such as “the”), or none:"
+                                  " nothing was searched.")
+            return found
+        conditions.append(Contains("subject", subject))
     for group in parsed.senders:
         addresses = set()
         for term in group:

@@ -394,3 +394,29 @@ def test_or_between_tags_finds_threads_with_either(tmp_path):
             assert [hit.message.subject for hit in run_search(env["root"], "tag:bug tag:idea", [DEV]).hits] == []
     finally:
         application.registry._zodb_databases[""].close()
+
+
+def test_a_minus_before_a_field_is_not_read_as_the_field_itself(app):
+    # "kernel -from:bob" found only Bob's mail: the minus was read as nothing.
+    for query in ("quick -from:bob", "quick -subject:fox", "quick -list:users", "quick -has:attachment"):
+        ids, results = found(app, query)
+        assert ids == [1, 2, 3, 5, 6], query
+        assert any("minus" in problem for problem in results.problems), query
+
+
+@pytest.mark.parametrize("query", ["subject:not", "subject:OR", "subject:and", "subject:the",
+                                   "subject:oops OR subject:not", "subject:kernel subject:the", "quick subject:the",
+                                   'subject:"the and"'])
+def test_a_subject_of_common_words_or_operators_is_answered_not_500(app, query):
+    ids, results = found(app, query)
+    if "kernel" in query or "oops" in query:
+        assert ids == [4]
+    else:
+        assert ids == [] and results.problems
+
+
+@pytest.mark.parametrize("query", ["after:2100y", "before:9999y", "date:5000y", "quick after:9999y",
+                                   "date:9999y..2019"])
+def test_a_relative_date_further_back_than_the_calendar_is_answered_not_500(app, query):
+    ids, results = found(app, query)
+    assert results.problems or ids

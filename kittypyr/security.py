@@ -37,7 +37,8 @@ import time
 from dataclasses import dataclass
 
 from pyramid.authorization import ACLHelper, Authenticated, Everyone
-from pyramid.events import NewResponse
+from pyramid.events import NewRequest, NewResponse
+from pyramid.httpexceptions import HTTPBadRequest
 from pyramid.session import SignedCookieSessionFactory
 from pyramid.settings import aslist
 from pyramid_zodbconn import get_connection
@@ -566,8 +567,28 @@ def answers_kept_to_their_reader(cookie_name):
     return keep_to_reader
 
 
+_FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+def refuse_unreadable_forms(event):
+    """A form whose body cannot be read (multipart with no boundary) is a 400, not the 500 its token check raised.
+
+    The archiver API reads its own form and answers for it.
+    """
+    request = event.request
+    if request.method != "POST" or request.content_type not in _FORM_TYPES:
+        return
+    if request.path_info.startswith("/api/mailman/"):
+        return
+    try:
+        request.POST
+    except (ValueError, LookupError) as exc:  # UnicodeDecodeError is a ValueError
+        raise HTTPBadRequest(f"The form could not be read: {exc}") from exc
+
+
 def includeme(config):
     settings = config.registry.settings
+    config.add_subscriber(refuse_unreadable_forms, NewRequest)
     config.registry.kittypyr_secret = configured_secret(settings) or None
     cookie_name = settings.setdefault("kittypyr.session_cookie", "kittypyr_session")
     secure = settings.get("kittypyr.base_url", "").startswith("https:")

@@ -148,3 +148,18 @@ def test_a_host_header_that_only_begins_with_the_sites_host_decides_no_link(app)
         browser = TestApp(app, extra_environ={"HTTP_HOST": host, "REMOTE_ADDR": remote})
         moved = browser.get("/list/DEV@lists.example.org/", status=301)
         assert moved.location.lower() == location + "list/dev@lists.example.org/", host
+
+
+@pytest.mark.parametrize("path", ["/login", "/signup", "/logout"])
+def test_a_form_whose_body_cannot_be_read_is_answered_400(tmp_path, path):
+    # multipart/form-data with no boundary: the form's token check read it
+    # and raised, answered 500.
+    from webtest import TestApp
+
+    app = make_app(tmp_path)
+    try:
+        answer = TestApp(app).post(path, b"csrf_token=x", headers={"Content-Type": "multipart/form-data"},
+                                   status="*")
+        assert answer.status_int == 400
+    finally:
+        app.registry._zodb_databases[""].close()

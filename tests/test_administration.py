@@ -450,6 +450,30 @@ def test_deleting_a_whole_thread(site, mailman):
     assert [t["key"] for t in reader.get(f"/api/list/{DEV}/threads/").json["results"]] == [h(10), h(20)]
 
 
+def test_a_deletion_leaves_mail_that_came_after_its_confirmation_was_shown(site, mailman):
+    # A reply that came while the administrator read "Delete this whole
+    # thread?" (or every message of a sender) was deleted with the rest:
+    # answered 200 to Mailman, then 410, never shown to who deleted it.
+    app = browser(site, ADMIN)
+    confirm_thread = app.get(f"{THREAD}delete")
+    owner = browser(site, OWNER)
+    form = owner.get(f"/list/{DEV}/admin/").forms["sender-form"]
+    form["address"] = BOB[1]
+    confirm_sender = form.submit()
+    with prepare(registry=site.registry) as env:
+        archive_message(env["root"].lists[DEV], mail(5, 2, sender=BOB, body="Came while you read.\n"))
+        transaction.commit()
+    for confirm in (confirm_thread, confirm_sender):
+        again = confirm.forms["moderate-form"].submit(status=409)
+        assert "changed since" in again.text
+        assert f"http://localhost{message_url(5)}" in [a["href"] for a in again.html.select("ol.affected a")]
+        TestApp(site).get(message_url(5), status=200)
+    assert TestApp(site).get(THREAD).status_int == 200
+    # What is shown now is what goes.
+    again.forms["moderate-form"].submit(status=303)
+    TestApp(site).get(message_url(5), status=410)
+
+
 def test_a_sender_removed_from_one_list(site, mailman):
     app = browser(site, OWNER)
     admin_page = app.get(f"/list/{DEV}/admin/")

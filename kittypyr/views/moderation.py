@@ -6,6 +6,8 @@ permission is ``moderate`` on the list (its owners and moderators, and site
 administrators), or ``admin`` for what spans every list.
 """
 
+import hashlib
+
 from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.renderers import render_to_response
 from pyramid.view import view_config, view_defaults
@@ -152,19 +154,23 @@ class ThreadModeration:
         return [item(messages.data[name], depth) for name, depth in self.context.walk()]
 
     @view_config(name="delete", request_method="GET", renderer=CONFIRM)
-    def confirm_delete(self):
+    def confirm_delete(self, changed=False):
         thread = self.context
+        shown = self._all()
+        notes = [(f"All {counted(len(thread), 'message')} of “{subject_line(thread.subject)}” leave "
+                  "the archive, the search and the statistics. The thread's address and theirs will answer "
+                  "“410 Gone”.")]
         return confirmation(
             self.request, "Delete this whole thread?", self.request.resource_url(thread, "delete"),
-            "Delete the thread", self._all(),
-            [(f"All {counted(len(thread), 'message')} of “{subject_line(thread.subject)}” leave "
-             "the archive, the search and the statistics. The thread's address and theirs will answer "
-             "“410 Gone”.")],
+            "Delete the thread", shown, _changed_note(changed) + notes,
+            [("seen", seen_digest(e["message"].__name__ for e in shown))],
             back=self.request.resource_url(thread))
 
     @view_config(name="delete", request_method="POST")
     def delete(self):
         mailing_list = self.context.mailing_list
+        if self.request.POST.get("seen") != seen_digest(name for name, _ in self.context.walk()):
+            return _shown_again(self.confirm_delete(changed=True), self.request)
         moderation.delete_thread(self.context, self.request.user, reason_of(self.request))
         return done(self.request, "The thread was deleted.", self.request.resource_url(mailing_list))
 
@@ -239,8 +245,27 @@ class ThreadModeration:
 # --- the administration pages -------------------------------------------------
 
 
-def _sender_confirmation(request, archive, mailing_list, action_url, back):
-    sender = request.GET.get("address", "").strip().lower()
+def seen_digest(names):
+    """What a confirmation page showed, as a digest its form sends back: names of messages, in any order."""
+    return hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:32]
+
+
+def _shown_again(values, request):
+    """The confirmation page again, 409: what it would change is no longer what was confirmed."""
+    response = render_to_response(CONFIRM, values, request)
+    response.status = 409
+    return response
+
+
+def _changed_note(changed):
+    # Mail archived while the page was read (or deleted by another) would
+    # go unseen: only what was shown is deleted.
+    return ["What this would delete changed since it was shown: new mail came, or some was deleted."
+            " Here it is as it is now."] if changed else []
+
+
+def _sender_confirmation(request, archive, mailing_list, action_url, back, changed=False):
+    sender = (request.POST if changed else request.GET).get("address", "").strip().lower()
     if "@" not in sender:
         return confirmation(request, "Delete every message from a sender", None, None,
                             error="Give the sender's e-mail address.", back=back, status=400)
@@ -255,12 +280,16 @@ def _sender_confirmation(request, archive, mailing_list, action_url, back):
              "their addresses will answer “410 Gone”. Replies to them stay in their threads.")]
     return confirmation(request, f"Delete every message from {sender}?", action_url,
                         f"Delete {counted(len(found), 'message')}",
-                        [item(m, with_list=mailing_list is None) for m in found], notes,
-                        [("address", sender)], back=back)
+                        [item(m, with_list=mailing_list is None) for m in found], _changed_note(changed) + notes,
+                        [("address", sender), ("seen", seen_digest(m.__name__ for m in found))], back=back)
 
 
-def _delete_sender(request, archive, mailing_list, location):
+def _delete_sender(request, archive, mailing_list, location, action_url):
     sender = request.POST.get("address", "").strip().lower()
+    found = moderation.messages_from(archive, sender, mailing_list)
+    if found and request.POST.get("seen") != seen_digest(m.__name__ for m in found):
+        return _shown_again(_sender_confirmation(request, archive, mailing_list, action_url, location, changed=True),
+                            request)
     try:
         entries = moderation.delete_sender(archive, sender, request.user, reason_of(request), mailing_list)
     except moderation.ModerationRefused as refused:
@@ -309,7 +338,8 @@ class ListAdministration:
     @view_config(name="delete-sender", request_method="POST")
     def delete_sender(self):
         return _delete_sender(self.request, self.request.root, self.mailing_list,
-                              self.request.resource_url(self.context))
+                              self.request.resource_url(self.context),
+                              self.request.resource_url(self.context, "delete-sender"))
 
 
 @view_defaults(context=SiteAdmin, permission="admin")
@@ -355,7 +385,8 @@ class SiteAdministration:
 
     @view_config(name="delete-sender", request_method="POST")
     def delete_sender(self):
-        return _delete_sender(self.request, self.context.archive, None, self.request.resource_url(self.context))
+        return _delete_sender(self.request, self.context.archive, None, self.request.resource_url(self.context),
+                              self.request.resource_url(self.context, "delete-sender"))
 
 
 def _packing_state(packer):

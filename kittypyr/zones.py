@@ -199,7 +199,7 @@ def _attachment_text(attachment):
 
 
 def message_zones(subject, sender_name, body_text, attachments=()):
-    """The ``Zones`` of a message: subject and sender, body, then its text attachments."""
+    """The ``Zones`` of a message: subject and sender, body, then its text attachments and every attachment's name."""
     zones = Zones()
     zones.add(OWN, OWN_WEIGHT, " ".join(part for part in (subject, sender_name) if part))
     _walk_text(zones, (body_text or "")[:BODY_INDEX_MAX], attached=False)
@@ -207,4 +207,6 @@ def message_zones(subject, sender_name, body_text, attachments=()):
         text = _attachment_text(attachment)
         if text:
             _walk_text(zones, text, attached=True)
+    # Their names, as the message's page shows them: the sender's own words.
+    zones.add(OWN, 1, " ".join(filter(None, (getattr(attachment, "filename", "") for attachment in attachments))))
     return zones

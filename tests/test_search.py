@@ -420,3 +420,9 @@ def test_a_subject_of_common_words_or_operators_is_answered_not_500(app, query):
 def test_a_relative_date_further_back_than_the_calendar_is_answered_not_500(app, query):
     ids, results = found(app, query)
     assert results.problems or ids
+
+
+def test_an_attachments_name_is_found(app):
+    # Shown on the message's page, yet found by no search.
+    assert found(app, "notes")[0] == [4]
+    assert found(app, '"notes.pdf"')[0] == [4]

@@ -147,12 +147,13 @@ class ParsedSearch:
     end: datetime = None  # exclusive
     problems: list = field(default_factory=list)
     asked_words: bool = False  # the query had words or phrases to search, indexed or not
+    without: list = field(default_factory=list)  # a ParsedSearch of each field after a minus (-from:bob)
 
     @property
     def has_fields(self):
         return bool(self.subject or self.senders or self.lists or self.tags or self.has_attachment
                     or self.files or self.kinds or self.message_ids or self.pasted_id or self.start
-                    or self.end)
+                    or self.end or self.without)
 
     @property
     def unsearchable(self):
@@ -372,10 +373,11 @@ def parse_search(query, limits=DEFAULT_LIMITS):
             continue
         pending_or = None
         if negative:
-            # Only words and phrases are left out; read as the field itself,
-            # "-from:bob" found Bob's mail alone.
-            parsed.problems.append(f"A minus leaves out words and phrases, not a field: “-{name}:{value}” was not"
-                                   " searched.")
+            # What the field finds is left out (read as the field itself,
+            # "-from:bob" found Bob's mail alone).
+            left_out = ParsedSearch(problems=parsed.problems)
+            if _parse_field(left_out, name, value, limits):
+                parsed.without.append(left_out)
             previous = None
             continue
         added = _parse_field(parsed, name, value, limits, alternative=joins_or and name in _OR_FIELDS)
@@ -642,6 +644,76 @@ def _as_phrase(term):
     return term if term.startswith('"') else f'"{term}"'
 
 
+def _field_conditions(archive, scope, parsed, found, left_out=False):
+    """The catalog conditions of ``parsed``'s fields in the lists ``scope``; None when they can find nothing.
+
+    ``left_out``: the fields came after a minus; one that finds nothing
+    leaves nothing out, and is not said to find nothing.
+    """
+    problems = [] if left_out else found.problems
+    conditions = []
+
+    if parsed.subject:
+        subject = _subject_query(archive, parsed.subject)
+        if subject is None:
+            problems.append("“subject:” held only words too common to search (such as “the”), or none:"
+                            " nothing was searched.")
+            return None
+        conditions.append(Contains("subject", subject))
+    for group in parsed.senders:
+        addresses = set()
+        for term in group:
+            addresses.update(_sender_addresses(archive, scope, term))
+        if not addresses:
+            asked = " or ".join(f"“from:{term}”" for term in group)
+            problems.append(f"Nobody matching {asked} wrote to these lists.")
+            return None
+        conditions.append(Any("sender", sorted(addresses)))
+    if parsed.tags:
+        in_tagged = _in_tagged_threads(archive, scope, parsed.tags)
+        if in_tagged is None:
+            tags = " ".join(" OR ".join(f"tag:{tag}" for tag in group) for group in parsed.tags)
+            problems.append(f"No thread in these lists is tagged {tags}.")
+            return None
+        conditions.append(in_tagged)
+    if parsed.has_attachment:
+        conditions.append(Eq("has_attachment", True))
+    if parsed.start or parsed.end:
+        oldest = datetime(1970, 1, 1, tzinfo=timezone.utc)
+        newest = datetime(9999, 1, 1, tzinfo=timezone.utc)
+        dates = date_query(parsed.start, parsed.end, oldest, newest)
+        if dates is None:
+            return None
+        conditions.append(dates)
+
+    if parsed.files:
+        for key in parsed.files:
+            # "arch/mips" is a folder as well as a file name.
+            keys = [key] if key.endswith("/") or "/" not in key else [key, key + "/"]
+            conditions.append(Any("file", keys))
+    for kind in parsed.kinds:
+        conditions.append(Eq("is", kind))
+    if parsed.pasted_id is not None:
+        message_id, term = parsed.pasted_id
+        docids, said, deleted = _messages_by_id(archive, scope, [message_id])
+        if docids:
+            conditions.append(InDocuments(docids, archive.catalog.family))
+        elif deleted:
+            problems.extend(said)
+            return None
+        else:
+            parsed.groups = [[term]]
+            found.highlight_words = parsed.highlight_words
+    if parsed.message_ids:
+        docids, said, _ = _messages_by_id(archive, scope, parsed.message_ids)
+        problems.extend(said)
+        if not docids:
+            return None
+        conditions.append(InDocuments(docids, archive.catalog.family))
+
+    return conditions
+
+
 def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMITS):
     """The catalog query for the messages of ``visible_lists`` (addresses) that ``query`` finds.
 
@@ -658,67 +730,19 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
         scope = [a for a in scope if any(a == w or a.split("@")[0] == w for w in parsed.lists)]
     if not scope:
         return found
+    for without in parsed.without:
+        scope = [a for a in scope if not any(a == w or a.split("@")[0] == w for w in without.lists)]
+    if not scope:
+        return found
     base = Eq("kind", "message") & Any("list", scope)
-    conditions = []  # beyond the lists in scope
-
-    if parsed.subject:
-        subject = _subject_query(archive, parsed.subject)
-        if subject is None:
-            found.problems.append("“subject:” held only words too common to search (such as “the”), or none:"
-                                  " nothing was searched.")
-            return found
-        conditions.append(Contains("subject", subject))
-    for group in parsed.senders:
-        addresses = set()
-        for term in group:
-            addresses.update(_sender_addresses(archive, scope, term))
-        if not addresses:
-            asked = " or ".join(f"“from:{term}”" for term in group)
-            found.problems.append(f"Nobody matching {asked} wrote to these lists.")
-            return found
-        conditions.append(Any("sender", sorted(addresses)))
-    if parsed.tags:
-        in_tagged = _in_tagged_threads(archive, scope, parsed.tags)
-        if in_tagged is None:
-            tags = " ".join(" OR ".join(f"tag:{tag}" for tag in group) for group in parsed.tags)
-            found.problems.append(f"No thread in these lists is tagged {tags}.")
-            return found
-        conditions.append(in_tagged)
-    if parsed.has_attachment:
-        conditions.append(Eq("has_attachment", True))
-    if parsed.start or parsed.end:
-        oldest = datetime(1970, 1, 1, tzinfo=timezone.utc)
-        newest = datetime(9999, 1, 1, tzinfo=timezone.utc)
-        dates = date_query(parsed.start, parsed.end, oldest, newest)
-        if dates is None:
-            return found
-        conditions.append(dates)
-
-    if parsed.files:
-        for key in parsed.files:
-            # "arch/mips" is a folder as well as a file name.
-            keys = [key] if key.endswith("/") or "/" not in key else [key, key + "/"]
-            conditions.append(Any("file", keys))
-    for kind in parsed.kinds:
-        conditions.append(Eq("is", kind))
-    if parsed.pasted_id is not None:
-        message_id, term = parsed.pasted_id
-        docids, problems, deleted = _messages_by_id(archive, scope, [message_id])
-        if docids:
-            conditions.append(InDocuments(docids, archive.catalog.family))
-        elif deleted:
-            found.problems.extend(problems)
-            return found
-        else:
-            parsed.groups = [[term]]
-            found.highlight_words = parsed.highlight_words
-    if parsed.message_ids:
-        docids, problems, _ = _messages_by_id(archive, scope, parsed.message_ids)
-        found.problems.extend(problems)
-        if not docids:
-            return found
-        conditions.append(InDocuments(docids, archive.catalog.family))
-
+    # Beyond the lists in scope; None: nothing can be found.
+    conditions = _field_conditions(archive, scope, parsed, found)
+    if conditions is None:
+        return found
+    for without in parsed.without:
+        # Each left out on its own: one that finds nothing leaves nothing out.
+        conditions.extend(Without(condition)
+                          for condition in _field_conditions(archive, scope, without, found, left_out=True) or ())
     found.scope = scope
     found.conditions = conditions
     catalog_query = found.filters = And(base, *conditions) if conditions else base
@@ -729,6 +753,20 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
     found.catalog_query = catalog_query
     found.has_text = bool(parsed.groups)
     return found
+
+
+class Without(Query):
+    """A condition that holds for every message ``query`` does not find (a field after a minus: ``-from:bob``)."""
+
+    def __init__(self, query):
+        self.query = query
+
+    def __str__(self):
+        return f"Without({self.query})"
+
+    def _apply(self, catalog, names):
+        messages = Eq("kind", "message")._apply(catalog, names)
+        return catalog.family.IF.difference(messages, self.query._apply(catalog, names))
 
 
 class InDocuments(Query):

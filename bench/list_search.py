@@ -1,6 +1,6 @@
 """A search in one list: the list alone in an archive, against the same list among others.
 
-    .venv/bin/python bench/list_search.py DIR[:ADDRESS] [DIR[:ADDRESS] ...] [--requests 30] [--rounds 2]
+    .venv/bin/python bench/list_search.py DIR[:ADDRESS] [DIR[:ADDRESS] ...] [--requests 30] [--rounds 2] [--query Q ...]
 
 Each DIR is an archive folder as bench/scale.py leaves them: the first
 list of ``bench/scale.py --layout lists`` (ten lists), and the same mail
@@ -40,10 +40,10 @@ def archive_and_list(text):
     return Path(folder), address or LIST
 
 
-def cold_loads(folder, address):
+def cold_loads(folder, address, queries=QUERIES):
     with fresh_browser(folder) as (browser, loads):
         browser.get(search_url("mips", address))
-        return {query: timed(browser, search_url(query, address), loads)[1] for query in QUERIES}
+        return {query: timed(browser, search_url(query, address), loads)[1] for query in queries}
 
 
 def main():
@@ -51,14 +51,17 @@ def main():
     parser.add_argument("archives", nargs="+", type=archive_and_list, metavar="DIR[:ADDRESS]")
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--query", action="append", dest="queries", metavar="QUERY",
+                        help="a query to time instead of the usual ones (repeat for more)")
     args = parser.parse_args()
-    print(f"{'archive':32} {'round':>5}  " + "  ".join(f"{query:>18}" for query in QUERIES), flush=True)
+    queries = args.queries or QUERIES
+    print(f"{'archive':32} {'round':>5}  " + "  ".join(f"{query:>18}" for query in queries), flush=True)
     for round_ in range(1, args.rounds + 1):
         for folder, address in args.archives:
-            loads = cold_loads(folder, address)
-            again = repeated(folder, address, args.requests, QUERIES)
+            loads = cold_loads(folder, address, queries)
+            again = repeated(folder, address, args.requests, queries)
             print(f"{str(folder)[-32:]:32} {round_:5}  "
-                  + "  ".join(f"{again[query][0]:7.1f} ({again[query][1]:3d}) c{loads[query]:4d}" for query in QUERIES),
+                  + "  ".join(f"{again[query][0]:7.1f} ({again[query][1]:3d}) c{loads[query]:4d}" for query in queries),
                   flush=True)
     print("each query: p50 ms of the repeated requests in-process (records loaded by the last of them) "
           "and the records loaded when asked cold (c)", flush=True)

@@ -44,6 +44,7 @@ from zope.interface import implementer
 
 from kittypyr.bootstrap import ROOT_KEY
 from kittypyr.catalog import docid_of
+from kittypyr.mailboxes import EXPORT_COMMENT
 from kittypyr.msgid import message_id_hash
 from kittypyr.resources import Archive, MailingList, Message, Thread
 from kittypyr.resources.browsing import Month, ThreadAlias
@@ -67,6 +68,12 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 
 # A gzip member's header: deflate, no name, no time, unknown system.
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+# The first member's: the same with a comment (FCOMMENT) that says what the
+# file is (``EXPORT_COMMENT``), which gzip and zcat pass over. Read back, the export is split at
+# its envelope lines alone: none of the guesses made for mbox files of
+# unknown writers (a message's own Content-Length, an envelope line after
+# text on its line or after NUL bytes) could cut a message a sender made so.
+_FIRST_GZIP_HEADER = b"\x1f\x8b\x08\x10\x00\x00\x00\x00\x00\xff" + EXPORT_COMMENT + b"\x00"
 # Output is handed to the server in pieces of about this size. Small
 # pieces keep its memory flat: over 16 whole-list exports of the 28k corpus
 # its RSS grew by 85 MB with pieces of 256 KB (or 120 KB), which glibc's
@@ -219,14 +226,14 @@ class MboxIndex(Persistent):
         raise NotImplementedError("the mbox index answers exports, not queries")
 
 
-def _gzip_member(data):
+def _gzip_member(data, header=_GZIP_HEADER):
     """``data`` (under 64 KB) as a gzip member of one stored (uncompressed) deflate block.
 
     For the envelope lines between messages: a few dozen bytes, for which
     setting up a compressor would cost more than it saves.
     """
     size = len(data)
-    return b"".join((_GZIP_HEADER, struct.pack("<BHH", 1, size, size ^ 0xFFFF), data,
+    return b"".join((header, struct.pack("<BHH", 1, size, size ^ 0xFFFF), data,
                      struct.pack("<II", zlib.crc32(data), size)))
 
 
@@ -250,7 +257,7 @@ class MboxWriter:
 
     def _flush_pending(self):
         if self.pending:
-            self._out(_gzip_member(b"".join(self.pending)))
+            self._out(_gzip_member(b"".join(self.pending), _GZIP_HEADER if self.written else _FIRST_GZIP_HEADER))
             self.pending = []
 
     def add(self, original, careful, sender, timestamp):
@@ -286,7 +293,7 @@ class MboxWriter:
         self._flush_pending()
         if not self.written:
             # gzip and zcat refuse a file of no bytes: nothing is one empty member.
-            self._out(_gzip_member(b""))
+            self._out(_gzip_member(b"", _FIRST_GZIP_HEADER))
         return self.take(0)
 
 

@@ -757,6 +757,29 @@ class _ReturnRegions:
         return b"".join(pieces)
 
 
+# The comment kittypyr's mbox exports carry in their first gzip member's
+# header (RFC 1952's FCOMMENT), which gzip and zcat pass over.
+EXPORT_COMMENT = b"kittypyr mboxrd export"
+_GZIP_FLAGS = {"FEXTRA": 0x04, "FNAME": 0x08, "FCOMMENT": 0x10}
+
+
+def is_kittypyr_export(path):
+    """Whether ``path`` is a gzip file whose first member says it is an mbox export of kittypyr."""
+    with open(path, "rb") as fh:
+        head = fh.read(1024)
+    if head[:3] != b"\x1f\x8b\x08" or len(head) < 10 or not head[3] & _GZIP_FLAGS["FCOMMENT"]:
+        return False
+    at = 10
+    if head[3] & _GZIP_FLAGS["FEXTRA"]:
+        at += 2 + int.from_bytes(head[at:at + 2], "little")
+    if head[3] & _GZIP_FLAGS["FNAME"]:
+        at = head.find(b"\x00", at) + 1
+        if not at:
+            return False
+    end = head.find(b"\x00", at)
+    return end >= 0 and head[at:end] == EXPORT_COMMENT
+
+
 def detect_format(path) -> str:
     """Return 'mbox', 'pipermail' or 'maildir' for a mail source.
 
@@ -791,6 +814,7 @@ def read_mail(path) -> Iterator[RawMail]:
         yield from _read_maildir(path)
         return
     kind, compression, lone_returns = _sniff(path)
+    strict = compression is not None and is_kittypyr_export(path)
     count = 0
     try:
         with _open(path, compression) as stream:
@@ -798,8 +822,11 @@ def read_mail(path) -> Iterator[RawMail]:
             # empty in the sample only because it is broken. A file that
             # starts as a single message does is split too: an mbox whose
             # first envelope line was lost looks just like one.
-            messages = _split_mbox(_LineFeeds(stream) if lone_returns else _ReturnRegions(stream), path, kind == "pipermail",
-                                   headless=kind == "eml", starts_inside=kind == "inside")
+            if strict:
+                messages = _split_mbox(stream, path, False, strict=True)
+            else:
+                messages = _split_mbox(_LineFeeds(stream) if lone_returns else _ReturnRegions(stream), path,
+                                       kind == "pipermail", headless=kind == "eml", starts_inside=kind == "inside")
             # Each message is given once the next is found: the last one
             # may end where a damaged compressed member starts, cut short.
             held = None
@@ -1018,12 +1045,16 @@ def _judge_envelope(line, form, blank_before, follows):
     return True, "a new message starts at an envelope line with no blank line before it"
 
 
-def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
+def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False, strict=False):
     """Split an mbox stream into RawMail objects.
 
     ``starts_inside``: the stream starts inside a message (see
     ``_classify``); what comes before its first envelope line that surely
     starts a message is yielded as a failure, for it is no whole message.
+
+    ``strict``: the stream is an export of kittypyr (see ``is_kittypyr_export``):
+    a message starts at every envelope line after a blank line, and nowhere
+    else; no guess is made.
 
     ``headless``: the stream starts with a message's header, not with an
     envelope line (a single message, or an mbox that lost its first
@@ -1122,6 +1153,8 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
     glued_from = None
     while True:
         i = find(b"\nFrom ", scan)
+        if strict:
+            nul_from = glued_from = -1
         if nul_from is None or 0 <= nul_from < scan:
             nul_from = find(b"\x00From ", scan)
         if glued_from is None or 0 <= glued_from < scan:
@@ -1140,7 +1173,7 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
             continue
         if i >= 0:
             if length_end is _UNREAD:
-                length_end = _content_length_end(buf, base, eof)
+                length_end = None if strict else _content_length_end(buf, base, eof)
             if length_end is not _UNREAD and length_end is not None and i < length_end:
                 # Text before it on its line: no line of an mbox's.
                 unquoted = unquoted or not glued
@@ -1163,7 +1196,10 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                 )
                 if form is None and blank_before:
                     form = _UNDATED
-                if form is None or (form != _FULL and not blank_before):
+                if strict and not blank_before:
+                    scan = i + 1  # its writer puts a blank line before every envelope line
+                    continue
+                if not strict and (form is None or (form != _FULL and not blank_before)):
                     if not glued and _ENVELOPE_LIKE.match(line) and _what_follows(buf, line_end + 1, eof) == _HEADERS:
                         # Kept, as a body's line may be anything; but a header
                         # after it says it may have been another message's start.
@@ -1171,9 +1207,11 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False):
                                       " blank line before it and no date in a known form, kept in the message")
                     scan = i + 1
                     continue
-                follows = _what_follows(buf, line_end + 1, eof)
+                follows = True if strict else _what_follows(buf, line_end + 1, eof)
                 if follows is not None:
-                    split, doubt = _judge_envelope(line, form, blank_before, follows)
+                    # kittypyr's export quotes every line of a body that
+                    # reads "From ": each one left is an envelope line.
+                    split, doubt = (True, None) if strict else _judge_envelope(line, form, blank_before, follows)
                     if glued:
                         # Text on a line before "From " is no mbox's; only
                         # a whole envelope line and a header after it split.

@@ -324,3 +324,56 @@ def test_an_export_of_nothing_is_an_empty_gzip_file(app, tmp_path, path):
     unzipped = subprocess.run([shutil.which("gzip"), "-dc", str(tmp_path / "empty.mbox.gz")], capture_output=True)
     assert unzipped.returncode == 0, unzipped.stderr
     assert unzipped.stdout == b""
+
+
+ENVELOPE = "From someone@example.net Tue May 30 12:00:00 2023"
+
+
+def _crafted(case):
+    """Mail a sender made to be cut in two by the guesses an mbox of an unknown writer needs."""
+    when = datetime(2023, 5, 30, 12, 0, tzinfo=timezone.utc)
+    if case == "an envelope line after text":
+        return [make_message(message_id="<glued@example.org>", subject="Glued", date=when,
+                             body=f"Paste from my terminal: {ENVELOPE}\nSubject: forged\nTo: nobody\n\nrest\n")]
+    if case == "an envelope line after NUL bytes":
+        return [make_message(message_id="<nul@example.org>", subject="NUL", date=when,
+                             body=f"dump\n\n\x00\x00\x00{ENVELOPE}\nSubject: forged\n\nrest\n".encode())]
+    # A Content-Length that reaches over the next message of the export.
+    victim = make_message(message_id="<victim@example.org>", subject="Victim", date=when + timedelta(hours=1),
+                          sender=("Vic", "vic@example.org"), body="A message of its own.\n")
+    body = b"attacker\n"
+    length = len(body) + 1 + len(b"From vic@example.org Tue May 30 13:00:00 2023\n") + len(victim)
+    return [make_message(message_id="<swallow@example.org>", subject="Swallower", date=when,
+                         headers={"Content-Length": str(length)}, body=body), victim]
+
+
+@pytest.mark.parametrize("case", ["an envelope line after text", "an envelope line after NUL bytes",
+                                  "a Content-Length over the next message"])
+def test_an_export_is_read_back_at_its_envelope_lines_alone(tmp_path, case):
+    # Its messages were cut, or swallowed one another, where a reader of an
+    # mbox of unknown origin guesses: a sender could make a message that an
+    # export imported again made into two, one of them forged.
+    from tests.test_archiver_api import make, post
+
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first, second = make(tmp_path / "first"), make(tmp_path / "second")
+
+    def stored(application):
+        with prepare(registry=application.registry) as env:
+            return {name: m.original_bytes().rstrip(b"\n") for name, m in env["root"].lists[LIST].messages.items()}
+
+    try:
+        browser = TestApp(first)
+        for raw in _crafted(case):
+            post(browser, raw)
+        export = tmp_path / "dev.mbox.gz"
+        export.write_bytes(browser.get(f"/list/{LIST}/export/dev.mbox.gz").body)
+        assert gzip.decompress(export.read_bytes()).startswith(b"From ")  # gzip reads it as ever
+        with prepare(registry=second.registry) as env:
+            report = import_mail(env["root"], LIST, [str(export)], transaction.manager, workers=0, progress=False)
+        assert not report.files[0].doubtful
+        assert stored(second) == stored(first) and len(stored(first)) == len(_crafted(case))
+    finally:
+        first.registry._zodb_databases[""].close()
+        second.registry._zodb_databases[""].close()

@@ -3,6 +3,7 @@
 import secrets
 
 from BTrees.OOBTree import OOBTree
+from pyramid.httpexceptions import HTTPServiceUnavailable
 from pyramid_zodbconn import get_connection
 
 from kittypyr.catalog import catalog_is_in_sync, sync_catalog
@@ -327,3 +328,16 @@ def bootstrap_archive(zodb_root, registry):
 
 def root_factory(request):
     return bootstrap_archive(get_connection(request).root(), request.registry)
+
+
+def closed_while_reindexing(event):
+    """A web request to an archive whose ``kittypyr reindex`` has not ended is answered 503.
+
+    Its search, exports, feeds and counts would miss mail without a word
+    (an export of no message); Mailman keeps what it sends meanwhile.
+    Commands (which prepare their own requests) are not web requests.
+    """
+    if getattr(event.request.root, "reindex_unfinished", False):
+        raise HTTPServiceUnavailable(
+            "The archive's catalog is being built again (kittypyr reindex), or its rebuilding was interrupted:"
+            " it answers once that is done.", headers={"Retry-After": "300"})

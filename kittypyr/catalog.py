@@ -624,13 +624,17 @@ def catalogued_count(archive):
     return sum(len(mailing_list.messages) + len(mailing_list.threads) for mailing_list in archive.lists.values())
 
 
-def reindex_archive(archive, registry, commit=None, every=1000, progress=None):
+def reindex_archive(archive, registry, commit=None, every=1000, progress=None, finish=True):
     """Rebuild the catalog from the tree; ``commit()`` is called every ``every`` resources.
 
     ``progress(count)``, when given, is told of each ``every`` resources
     indexed (and of the last ones). Returns the number of resources indexed.
     Subjects archived before their list's prefix was known lose it first.
+    Until it ends, ``archive.reindex_unfinished`` says so (``finish``
+    False: the caller says it has ended, once what it rebuilds after is
+    done too).
     """
+    archive.reindex_unfinished = True
     archive.catalog = None
     archive.document_map = None
     archive.text_indexed_before_cjk_split = False
@@ -647,6 +651,8 @@ def reindex_archive(archive, registry, commit=None, every=1000, progress=None):
                 commit()
             if progress is not None:
                 progress(every)
+    if finish:
+        archive.reindex_unfinished = False
     if commit is not None:
         commit()
     if progress is not None and count % every:

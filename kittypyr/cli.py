@@ -338,7 +338,7 @@ def command_reindex(args):
             bar = progress_bar("reindex", catalogued_count(env["root"]), unit="item")
         try:
             count = reindex_archive(env["root"], env["registry"], commit=transaction.manager.commit,
-                                    progress=None if bar is None else bar.update)
+                                    progress=None if bar is None else bar.update, finish=False)
         finally:
             if bar is not None:
                 bar.close()
@@ -347,6 +347,7 @@ def command_reindex(args):
             transaction.manager.commit()
         rebuild_people(env["root"])
         rebuild_totals(env["root"])
+        env["root"].reindex_unfinished = False
         transaction.manager.commit()
     print(f"indexed {counted(count, 'message and thread', 'messages and threads')}")
     return 0
@@ -454,7 +455,10 @@ def command_info(args):
             print(f"kittypyr info: no archived list {args.list_address!r}: give a list's posting address "
                   f"(archived here: {known})", file=sys.stderr)
             return 2
-        if env["root"].text_indexed_before_cjk_split:
+        if env["root"].reindex_unfinished:
+            info["reindex"] = (f"unfinished (interrupted?): the catalog holds only part of the archive, which"
+                               f" answers 503 until kittypyr reindex {args.config} is run to its end")
+        elif env["root"].text_indexed_before_cjk_split:
             info["reindex"] = (f"kittypyr reindex {args.config} --cjk, to find words inside the Chinese, "
                                "Japanese and Korean mail archived before they were split")
     if args.json:
@@ -643,8 +647,12 @@ def _run(argv):
     except KeyboardInterrupt:
         # Ctrl-C: every command commits as it goes, and what it left
         # uncommitted is dropped with the storage's transaction.
-        print(f"kittypyr {args.command}: interrupted: what it had committed is kept; "
-              "run the same command again to finish", file=sys.stderr)
+        if args.command == "reindex":
+            print("kittypyr reindex: interrupted: the catalog holds only part of the archive, which answers 503"
+                  " until the same command is run again to its end", file=sys.stderr)
+        else:
+            print(f"kittypyr {args.command}: interrupted: what it had committed is kept; "
+                  "run the same command again to finish", file=sys.stderr)
         return 130  # 128 + SIGINT, as shells report it
     finally:
         signal.signal(signal.SIGINT, ctrl_c_before)

@@ -37,6 +37,12 @@ def command_check(args):
     with opened as env:
         # An upgrade made while opening is kept whatever the check finds.
         transaction.manager.commit()
+        if env["root"].reindex_unfinished:
+            # Its catalog holds part of the archive: thousands of findings,
+            # which the reindex, not a repair, mends.
+            print(f"kittypyr check: a reindex was interrupted, and the catalog holds only part of the archive:"
+                  f" run kittypyr reindex {args.config} to its end, then check", file=sys.stderr)
+            return 1
         findings, counts = check_archive(env["root"], env["registry"], repair=args.repair)
         for finding in findings:
             print(finding)

@@ -990,3 +990,51 @@ def test_a_summary_names_so_many_of_each_kind_and_counts_the_rest():
     every = report.summary()
     assert "failed: a.mbox, message 3: bad" in every
     assert "skipped 3 in a.mbox: asked not to be archived (messages 4, 5, 6)" in every
+
+
+def test_an_interrupted_reindex_closes_the_archive_until_it_is_run_to_its_end(tmp_path, config):
+    # Interrupted, it left a catalog of part of the archive, and every page
+    # answered from it without a word: an export of no message, a feed of
+    # none, searches missing most mail.
+    from pyramid.paster import bootstrap, get_app
+    from webtest import TestApp
+
+    from kittypyr.catalog import reindex_archive
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10)))
+    kittypyr("import", config, LIST, mbox, check=True)
+    env = bootstrap(str(config))
+    commits = []
+
+    def commit_then_stop():
+        commits.append(1)
+        if len(commits) > 1:
+            raise KeyboardInterrupt
+        transaction.commit()
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            reindex_archive(env["root"], env["registry"], commit=commit_then_stop, every=3)
+        transaction.abort()
+    finally:
+        env["closer"]()
+        env["registry"]._zodb_databases[""].close()
+    said = kittypyr("info", config, check=True).stdout
+    assert "reindex: unfinished" in said and f"kittypyr reindex {config}" in said
+    checked = kittypyr("check", config)
+    assert checked.returncode == 1 and f"run kittypyr reindex {config}" in checked.stderr
+
+    def answers():
+        app = get_app(str(config))
+        try:
+            browser = TestApp(app)
+            return [browser.get(path, status="*").status_int
+                    for path in (f"/list/{LIST}/", f"/list/{LIST}/export/dev.mbox.gz", "/search?q=message")]
+        finally:
+            app.registry._zodb_databases[""].close()
+
+    assert answers() == [503, 503, 503]
+    kittypyr("reindex", config, check=True)
+    assert "reindex" not in kittypyr("info", config, check=True).stdout
+    assert answers() == [200, 200, 200]

@@ -20,4 +20,7 @@ __all__ = [
 
 
 def includeme(config):
+    from pyramid.events import ContextFound
+
     config.set_root_factory("kittypyr.bootstrap.root_factory")
+    config.add_subscriber("kittypyr.bootstrap.closed_while_reindexing", ContextFound)

@@ -67,6 +67,10 @@ class Archive(Persistent):
     # were split into words (bootstrap.split_cjk_words), until
     # ``kittypyr reindex`` indexes it again.
     text_indexed_before_cjk_split = False
+    # Whether ``kittypyr reindex`` began and has not ended (interrupted): the
+    # catalog holds only part of the archive, and the archive answers 503
+    # (kittypyr.bootstrap.closed_while_reindexing) until it is run again to its end.
+    reindex_unfinished = False
     # Addresses signed up here whose sign-up is not confirmed yet (their
     # confirmation link, with the password chosen) -> when, in seconds
     # since 1970: made with the first.

@@ -252,20 +252,27 @@ def command_import(args):
         if cache_size_bytes is None:
             return 2
         policy_line = _commit_prepared_list(env, list_address, args.policy, args.subject_prefix)
-        report = import_mail(
-            env["root"],
-            list_address,
-            args.paths,
-            transaction.manager,
-            batch_size=args.batch_size,
-            workers=args.workers,
-            progress=not args.quiet,
-            cache_size_bytes=cache_size_bytes,
-        )
+        try:
+            report = import_mail(
+                env["root"],
+                list_address,
+                args.paths,
+                transaction.manager,
+                batch_size=args.batch_size,
+                workers=args.workers,
+                progress=not args.quiet,
+                cache_size_bytes=cache_size_bytes,
+            )
+        except KeyboardInterrupt:
+            if policy_line.startswith("new list"):
+                # Interrupted before its first batch was stored: no empty list is left on the site.
+                transaction.manager.abort()
+                _forget_unread_list(env, list_address)
+            raise
         if policy_line.startswith("new list") and not report.total("read"):
             policy_line = _forget_unread_list(env, list_address) or policy_line
-    print_summary(report.summary, args.report, [policy_line])
-    return 0 if report.ok else 1
+    written = print_summary(report.summary, args.report, [policy_line])
+    return 0 if report.ok and written else 1
 
 
 def print_summary(summary, report_path=None, last_lines=()):
@@ -275,9 +282,14 @@ def print_summary(summary, report_path=None, last_lines=()):
     names the first LISTED_ON_SCREEN and says where the rest are.
     """
     every = summary()
+    unwritten = None
     if report_path:
-        Path(report_path).write_text("\n".join([*every, *last_lines, ""]))
-    shown = summary(listed=LISTED_ON_SCREEN)
+        try:
+            Path(report_path).write_text("\n".join([*every, *last_lines, ""]))
+        except OSError as exc:
+            # After the work is done: its summary is still shown, whole.
+            unwritten, report_path = f"the report could not be written to {report_path}: {_describe_os(exc)}", None
+    shown = every if unwritten else summary(listed=LISTED_ON_SCREEN)
     for line in shown:
         print(line)
     if shown != every:
@@ -285,6 +297,38 @@ def print_summary(summary, report_path=None, last_lines=()):
               f"only the first {LISTED_ON_SCREEN} of each kind are named here: --report FILE names every one")
     for line in last_lines:
         print(line)
+    if unwritten:
+        print(unwritten, file=sys.stderr)
+    return unwritten is None
+
+
+def _at_least(least):
+    """An argument type: a whole number, ``least`` or more."""
+    def whole(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+
+    return whole
+
+
+def _days(text):
+    """An argument type: a number of days, 0 or more, less than a hundred thousand years."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not 0 <= value < 36_500_000:  # not NaN, not infinite, not before the calendar
+        raise argparse.ArgumentTypeError(f"{text} is not a number of days from 0 up")
+    return value
+
+
+def _describe_os(exc):
+    return exc.strerror or str(exc)
 
 
 def command_remove_list(args):
@@ -483,8 +527,8 @@ def build_parser():
     p.add_argument("config")
     p.add_argument("list_address", help="the list's posting address, e.g. dev@lists.example.org")
     p.add_argument("paths", nargs="+", help="mbox (.gz, .bz2, .xz), Maildir folders, Pipermail YYYY-Month.txt(.gz)")
-    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="messages per commit")
-    p.add_argument("--workers", type=int, default=None, help="parser processes (0: parse inline)")
+    p.add_argument("--batch-size", type=_at_least(1), default=DEFAULT_BATCH, help="messages per commit")
+    p.add_argument("--workers", type=_at_least(0), default=None, help="parser processes (0: parse inline)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--policy", choices=("public", "private"), default=None,
                    help="the list's archive policy (default: Mailman's; private while Mailman "
@@ -511,7 +555,7 @@ def build_parser():
 
     p = commands.add_parser("pack", help="remove deleted mail and old revisions from the storage files")
     p.add_argument("config")
-    p.add_argument("--days", type=float, default=0, help="keep this many days of history (default: none)")
+    p.add_argument("--days", type=_days, default=0, help="keep this many days of history (default: none)")
     p.set_defaults(func=command_pack)
 
     p = commands.add_parser("remove-list", help="remove a list and all its mail from the archive")

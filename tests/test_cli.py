@@ -1038,3 +1038,34 @@ def test_an_interrupted_reindex_closes_the_archive_until_it_is_run_to_its_end(tm
     kittypyr("reindex", config, check=True)
     assert "reindex" not in kittypyr("info", config, check=True).stdout
     assert answers() == [200, 200, 200]
+
+
+def test_an_import_whose_report_cannot_be_written_still_shows_its_summary(tmp_path, config):
+    # The whole import done, then a traceback and no summary at all.
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10)))
+    result = kittypyr("import", config, LIST, mbox, "--report", tmp_path)  # a folder
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "archived 10" in result.stdout
+    assert f"the report could not be written to {tmp_path}" in result.stderr
+    assert info(config, LIST)["messages"] == 10
+
+
+@pytest.mark.parametrize("arguments", [["pack", "--days", "nan"], ["pack", "--days", "inf"], ["pack", "--days", "-3"],
+                                       ["import", LIST, "x.mbox", "--batch-size", "0"],
+                                       ["import", LIST, "x.mbox", "--workers", "-3"]])
+def test_numbers_no_command_can_use_are_refused_before_it_starts(config, arguments):
+    result = kittypyr(arguments[0], config, *arguments[1:])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "argument" in result.stderr
+
+
+def test_an_import_interrupted_before_its_first_batch_leaves_no_empty_list(tmp_path, config, monkeypatch):
+    from kittypyr import cli, importing
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importing, "import_mail", interrupted)
+    assert cli.main(["import", str(config), "new@lists.example.org", str(tmp_path / "x.mbox"), "--quiet"]) == 130
+    assert "new@lists.example.org" not in kittypyr("info", config, check=True).stdout

@@ -35,8 +35,7 @@ def command_import_hyperkitty(args):
                     return 1
     finally:
         connection.close()
-    print_summary(report.summary, args.report)
-    return 0
+    return 0 if print_summary(report.summary, args.report) else 1
 
 
 def add_command(commands):

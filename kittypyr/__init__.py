@@ -17,6 +17,7 @@ from pyramid.scripting import prepare
 from pyramid.settings import asbool, aslist
 from ZODB.POSException import ConflictError
 from zc.lockfile import LockError
+from zodburi import NoResolverForScheme
 
 PARTS = (
     "kittypyr.site_address",
@@ -112,10 +113,17 @@ def main(global_config, **settings):
                 "kittypyr: the storage in zodbconn.uri is in use by another process (a server or a kittypyr "
                 "command): stop that one first. To serve from several processes at once, use ZEO or "
                 "RelStorage (README: 'Storage: one process or many').") from None
-        except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        except NoResolverForScheme:
+            raise StorageUnopened(
+                f"kittypyr: zodbconn.uri names no storage kittypyr can open ({settings.get('zodbconn.uri')!r}):"
+                " correct it; it starts with file://, zeo:// or postgres:// (README: 'Storage: one process or"
+                " many').") from None
+        except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError) as exc:
             # An embedded storage whose folder is missing or not this user's.
             folder = os.path.dirname(exc.filename or "") or "its folder"
-            if isinstance(exc, PermissionError) or os.path.isdir(folder):
+            if isinstance(exc, (IsADirectoryError, NotADirectoryError)) and os.path.exists(exc.filename or ""):
+                advice = f"{exc.filename} is not what zodbconn.uri wants there: move it away"
+            elif isinstance(exc, PermissionError) or os.path.isdir(folder):
                 advice = f"run as the user that owns {folder}, give that user the right to write there,"
             else:
                 advice = f"create its folder (mkdir -p {folder}), run as the user that owns it,"

@@ -113,6 +113,13 @@ def config_problem(config):
     return None
 
 
+def _storage_schemes():
+    """What zodbconn.uri may start with: the schemes of the storages installed (zodburi's resolvers)."""
+    from importlib.metadata import entry_points
+
+    return {entry.name for entry in entry_points(group="zodburi.resolvers")}
+
+
 def storage_problem(config):
     """Why the embedded storage ``config`` names cannot be opened, said with what to do; None when it can.
 
@@ -122,13 +129,26 @@ def storage_problem(config):
     from kittypyr.backup import file_storage_of
 
     uri = app_settings(config)["zodbconn.uri"].strip()
-    if urlsplit(uri).scheme != "file":
+    scheme = urlsplit(uri).scheme
+    if scheme not in _storage_schemes():
+        return (f"zodbconn.uri in {config} names no storage kittypyr can open ({uri!r}): correct zodbconn.uri,"
+                " which starts with file://, zeo:// or postgres:// (README: 'Storage: one process or many')")
+    if scheme != "file":
         return None
     paths = file_storage_of(uri)
     folder = paths.data_fs.parent
+    for path in [*reversed(folder.parents), folder]:
+        if path.exists() and not path.is_dir():
+            return (f"{path} is a file, where zodbconn.uri in {config} wants a folder: move it away or correct"
+                    " zodbconn.uri")
     if not folder.is_dir():
         return (f"the storage folder {folder} does not exist: create it (mkdir -p {folder}) "
                 f"or correct zodbconn.uri in {config}")
+    for path in (paths.data_fs, paths.data_fs.with_name(paths.data_fs.name + ".lock"), paths.blob_dir):
+        if path is not None and path.exists() and path.is_dir() != (path == paths.blob_dir):
+            kind = "a folder" if path.is_dir() else "a file"
+            return (f"{path} is {kind}, where zodbconn.uri in {config} wants "
+                    f"{'a file' if path.is_dir() else 'a folder'}: move it away or correct zodbconn.uri")
     for path in (folder, paths.data_fs, paths.blob_dir):
         if path is not None and path.exists() and not os.access(path, os.W_OK):
             return (f"{path} is not writable for this user: run the command as the user the web server "

@@ -163,3 +163,18 @@ def test_a_form_whose_body_cannot_be_read_is_answered_400(tmp_path, path):
         assert answer.status_int == 400
     finally:
         app.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("layout", ["an unknown scheme", "Data.fs a folder"])
+def test_a_server_on_a_storage_that_cannot_be_what_the_uri_says_says_so_in_one_line(tmp_path, layout):
+    # A traceback from the storage's resolver or from FileStorage.
+    from kittypyr import StorageUnopened, main
+
+    uri = "bogus://x"
+    if layout == "Data.fs a folder":
+        (tmp_path / "Data.fs").mkdir()
+        uri = f"file://{tmp_path}/Data.fs?blobstorage_dir={tmp_path}/blobs"
+    with pytest.raises(StorageUnopened) as raised:
+        main({}, **{"zodbconn.uri": uri})
+    assert "zodbconn.uri" in str(raised.value) and ("correct it" in str(raised.value)
+                                                     or "move it away" in str(raised.value))

@@ -348,3 +348,26 @@ def test_a_file_that_cannot_be_read_is_reported_once(tmp_path, config, workers):
     output = result.stdout + result.stderr
     assert output.count(str(missing)) == 1, output
     assert f"error: {missing}: No such file or directory" in result.stdout
+
+
+@pytest.mark.parametrize("layout", ["an unknown scheme", "Data.fs a folder", "Data.fs.lock a folder",
+                                    "a file for the storage folder", "a file for the blob folder"])
+def test_a_storage_that_cannot_be_what_the_uri_says_is_named_with_what_to_do(tmp_path, layout):
+    # Each gave a traceback, or advice that could not work ("mkdir -p" a file).
+    var = tmp_path / "store"
+    uri = f"file://{var}/Data.fs?blobstorage_dir={var}/blobs"
+    if layout == "an unknown scheme":
+        uri, said = "bogus://x", "names no storage kittypyr can open"
+    elif layout == "a file for the storage folder":
+        var.write_text("")
+        said = f"{var} is a file, where zodbconn.uri in"
+    else:
+        var.mkdir()
+        path = {"Data.fs a folder": var / "Data.fs", "Data.fs.lock a folder": var / "Data.fs.lock",
+                "a file for the blob folder": var / "blobs"}[layout]
+        path.write_text("") if layout == "a file for the blob folder" else path.mkdir()
+        said = f"{path} is a {'file' if layout == 'a file for the blob folder' else 'folder'}, where zodbconn.uri in"
+    config = write_config(tmp_path, uri=uri)
+    result = kittypyr("info", config)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert said in result.stderr and "correct zodbconn.uri" in result.stderr

@@ -132,8 +132,13 @@ def restore(paths, folder, date=None):
     if paths.data_fs.exists():
         raise BackupRefused(f"{paths.data_fs} exists: move it away first (a restore never overwrites a storage)")
     first = min((path.stem for path in repository.iterdir() if path.suffix in (".fs", ".fsz")), default=None)
+    if first is None:
+        # Only what a backup writes before its first storage file (an index,
+        # a temporary file): one that was interrupted.
+        raise BackupRefused(f"{folder} holds no complete backup (an interrupted one?): run kittypyr backup into it"
+                            " again, or give another folder")
     # repozo compares names and dates as text: a day alone is before any backup made that day.
-    if date is not None and first is not None and date < first:
+    if date is not None and date < first:
         # repozo would say only "No files in repository before" the date.
         raise BackupRefused(f"the first backup in {folder} was made at {first} (UTC, yyyy-mm-dd-hh-mm-ss): "
                             f"give --date {first} or later")

@@ -111,6 +111,18 @@ def test_restore_from_an_empty_folder_says_so(tmp_path, original):
     assert "there is no backup in" in refused.stderr
 
 
+def test_restore_from_an_interrupted_backup_says_so_and_makes_nothing(tmp_path):
+    # What a backup interrupted before its first storage file leaves; repozo
+    # said "No files in repository", and a storage folder was left behind.
+    (tmp_path / "backups" / "filestorage").mkdir(parents=True)
+    (tmp_path / "backups" / "filestorage" / "2026-12-07-17-39-22.index").write_text("")
+    (tmp_path / "backups" / "filestorage" / "tmp.tmp").write_text("")
+    config = write_config(tmp_path, uri=f"file://{tmp_path}/restored/Data.fs?blobstorage_dir={tmp_path}/restored/blobs")
+    refused = kittypyr("restore", config, tmp_path / "backups")
+    assert refused.returncode == 2 and "holds no complete backup (an interrupted one?)" in refused.stderr
+    assert not (tmp_path / "restored").exists()
+
+
 def test_other_storages_are_pointed_to_their_own_tools(tmp_path):
     config = write_config(tmp_path, uri="zeo://127.0.0.1:8100?storage=1")
     refused = kittypyr("backup", config, tmp_path / "backups")

@@ -178,3 +178,12 @@ def test_a_server_on_a_storage_that_cannot_be_what_the_uri_says_says_so_in_one_l
         main({}, **{"zodbconn.uri": uri})
     assert "zodbconn.uri" in str(raised.value) and ("correct it" in str(raised.value)
                                                      or "move it away" in str(raised.value))
+
+
+def test_the_json_apis_404_is_json(app):
+    from webtest import TestApp
+
+    browser = TestApp(app)
+    for path in ("/api/list/nosuch@example.org/", "/api/list/nosuch@example.org/email/NOPE/", "/api/nothing"):
+        answer = browser.get(path, status=404)
+        assert answer.content_type == "application/json" and answer.json["error"], path

@@ -3,6 +3,7 @@
 from urllib.parse import unquote_to_bytes
 
 from pyramid.events import NewResponse, subscriber
+from pyramid.renderers import render_to_response
 from pyramid.response import Response
 from pyramid.view import notfound_view_config
 
@@ -37,6 +38,10 @@ def not_found(request):
 
         return forbidden(request)
     request.response.status = 404
+    if request.path_info.startswith("/api/"):
+        # The JSON API's readers read JSON, its 403 as its 404.
+        return render_to_response("json", {"error": "there is nothing at this address"}, request=request,
+                                  response=request.response)
     return {"mailing_list": request.current_list}
 
 

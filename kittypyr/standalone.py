@@ -223,7 +223,7 @@ def includeme(config):
     from kittypyr.resources import Archive, MailingList, Message
 
     renderer = "kittypyr.templates:standalone.pt"
-    for name in ("login", "signup"):
+    for name in ("login", "signup", "confirm"):
         config.add_view(explain_accounts, context=Archive, name=name, mailman_available=False, renderer=renderer,
                         permission=NO_PERMISSION_REQUIRED, require_csrf=False)
     config.add_view(explain_reply, context=Message, name="reply", mailman_available=False, renderer=renderer,

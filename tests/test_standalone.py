@@ -66,7 +66,12 @@ def test_pages_behind_them_explain(alone):
     login = alone.get("/login", status=404)
     assert "not connected to the mailing lists' server" in login.text
     assert login.html.select("form#login-form") == []
-    alone.get("/signup", status=404)
+    signup = alone.get("/signup", status=404)
+    # A confirmation link (typed in, or of an archive that had accounts)
+    # said to sign up again, at that /signup.
+    for confirm in (alone.get("/confirm?token=abc", status=404), alone.get("/confirm", status=404)):
+        assert "Sign up again" not in confirm.text
+        assert confirm.html.select_one("main").text == signup.html.select_one("main").text
     reply = alone.get(MESSAGE + "reply", status=404)
     assert reply.html.select_one("a.reply-by-mail")["href"].startswith(f"mailto:{LIST}?")
     assert alone.get(f"/list/{LIST}/new", status=404).html.select_one("a.mail-list")["href"] == f"mailto:{LIST}"

@@ -274,6 +274,10 @@ def _take_back_expired_signup(archive, registry, address):
              permission=NO_PERMISSION_REQUIRED, require_csrf=False)
 def confirm(context, request):
     """Prove an address. A GET only shows a button: mail scanners follow links."""
+    if not request.signup_offered:
+        # Its "sign up again" would lead to a sign-up that is not there.
+        return render_to_response("kittypyr.templates:signup.pt", _signup_unoffered(request), request=request,
+                                  response=request.response)
     token = request.params.get("token", "")
     address = unsign(request.registry, "confirm", token)
     if address is None:

@@ -187,3 +187,16 @@ def test_the_json_apis_404_is_json(app):
     for path in ("/api/list/nosuch@example.org/", "/api/list/nosuch@example.org/email/NOPE/", "/api/nothing"):
         answer = browser.get(path, status=404)
         assert answer.content_type == "application/json" and answer.json["error"], path
+
+
+def test_a_bad_request_is_a_page_of_the_site_that_says_what_was_wrong(app):
+    # Pyramid's bare page, with "check_csrf_token(): Invalid token" in it.
+    from webtest import TestApp
+
+    fill(app, "dev@lists.example.org", 1)
+    browser = TestApp(app)
+    stale = browser.post("/logout", {"csrf_token": "old"}, status=400)
+    assert "This form is out of date" in stale.text and "check_csrf_token" not in stale.text
+    assert stale.html.select_one("footer.site") is not None
+    day = browser.get("/list/dev@lists.example.org/export/dev.mbox.gz?start=2020-02-30", status=400)
+    assert "YYYY-MM-DD" in day.text and day.html.select_one("footer.site") is not None

@@ -3,9 +3,11 @@
 from urllib.parse import unquote_to_bytes
 
 from pyramid.events import NewResponse, subscriber
+from pyramid.exceptions import BadCSRFToken
+from pyramid.httpexceptions import HTTPBadRequest
 from pyramid.renderers import render_to_response
 from pyramid.response import Response
-from pyramid.view import notfound_view_config
+from pyramid.view import notfound_view_config, view_config
 
 from kittypyr.mail import is_utf8
 
@@ -43,6 +45,19 @@ def not_found(request):
         return render_to_response("json", {"error": "there is nothing at this address"}, request=request,
                                   response=request.response)
     return {"mailing_list": request.current_list}
+
+
+@view_config(context=HTTPBadRequest, renderer="kittypyr.templates:refused.pt")
+def bad_request(exc, request):
+    """400 as a page of the site, saying what was wrong; under /api/, as its caller reads it (JSON)."""
+    if request.path_info.startswith("/api/"):
+        return exc
+    request.response.status = exc.status
+    if isinstance(exc, BadCSRFToken):
+        return {"title": "This form is out of date",
+                "detail": "Its page was opened before you logged in or out, or in another session: go back,"
+                          " reload the page and send the form again."}
+    return {"title": "This request could not be understood", "detail": exc.detail or exc.explanation}
 
 
 NOT_UTF8 = "The address holds bytes that are not UTF-8 text: correct the link or the query.\n"

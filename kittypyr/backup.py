@@ -35,6 +35,9 @@ class FileStoragePaths:
 def file_storage_of(uri):
     """The ``Data.fs`` and blob folder a ``file://`` zodburi URI names; BackupRefused for others."""
     parts = urlsplit(uri)
+    if parts.scheme in ("memory", "demo"):
+        raise BackupRefused(f"the storage is {parts.scheme}://, kept in the process's memory only: there is"
+                            " nothing to back up, nor anywhere to restore to")
     if parts.scheme != "file":
         raise BackupRefused(
             f"the storage is {parts.scheme}://, not an embedded FileStorage: back up the ZEO server's "

@@ -130,6 +130,14 @@ def test_other_storages_are_pointed_to_their_own_tools(tmp_path):
     assert "zeo://" in refused.stderr and "repozo" in refused.stderr and "pg_dump" in refused.stderr
 
 
+@pytest.mark.parametrize("command", ["backup", "restore"])
+def test_a_storage_in_memory_is_said_to_have_nothing_to_back_up(tmp_path, command):
+    # It was told to back up a ZEO server's FileStorage with repozo.
+    config = write_config(tmp_path, uri="memory://")
+    refused = kittypyr(command, config, tmp_path / "backups")
+    assert refused.returncode == 2 and "memory only" in refused.stderr and "repozo" not in refused.stderr
+
+
 def test_a_backup_into_a_file_or_where_no_folder_can_be_made_is_refused(tmp_path, original):
     folder, config = original
     import_mail(folder, config, 0, 1)

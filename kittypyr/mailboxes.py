@@ -623,7 +623,7 @@ def _sniff(path):
         data, compression = _sample(path)
     except OSError as exc:
         raise MailSourceError(path, _describe(exc)) from exc
-    lone_returns = _mostly_lone_returns(data)
+    lone_returns = _first_line_ends_with_a_lone_return(data)
     if lone_returns:
         data = _LONE_RETURN.sub(b"\n", data)
     return _classify(path, data, os.path.basename(path)), compression, lone_returns
@@ -632,9 +632,19 @@ def _sniff(path):
 _LONE_RETURN = re.compile(rb"\r(?!\n)")
 
 
-def _mostly_lone_returns(data):
-    """Whether more lines of ``data`` end with a carriage return alone (as classic Mac OS wrote them) than not."""
-    return len(_LONE_RETURN.findall(data)) > data.count(b"\n")
+_LINE_END = re.compile(rb"\r\n?|\n")
+
+
+def _first_line_ends_with_a_lone_return(data):
+    """Whether the first line of ``data`` ends with a carriage return alone, as classic Mac OS wrote them.
+
+    The first line, the envelope line, says how its writer ended lines: a
+    message of LF lines that holds more lone returns than lines (a
+    progress meter pasted whole) is no Mac OS mail; mail of lone returns
+    joined after LF mail is read so by ``_ReturnRegions``.
+    """
+    end = _LINE_END.search(data)
+    return end is not None and end.group() == b"\r" and end.end() < len(data)
 
 
 class _LineFeeds:

@@ -1191,3 +1191,12 @@ def test_nul_bytes_before_from_inside_a_line_of_a_body_split_nothing(tmp_path):
     body = b"binary junk \x00\x00From here on it is text.\n"
     mails = list(read_mail(_write(tmp_path, "junk.mbox", _mbox(_message(1, body), _message(2)))))
     assert [m.raw for m in mails] == [_message(1, body), _message(2)]
+
+
+def test_a_message_of_line_feeds_full_of_lone_returns_keeps_them_however_many(tmp_path):
+    # A progress meter pasted whole: more lone returns than lines in the
+    # first 64 KB, and the whole file was read as classic Mac OS mail, every
+    # lone return of every message turned into a line feed.
+    meter = b"progress:\n" + b"".join(b"%d%%\r" % n for n in range(100)) * 200 + b"\ndone\n"
+    path = _write(tmp_path, "meter.mbox", _mbox(_message(1, meter), _message(2, b"a\rb\n")))
+    assert [m.raw for m in read_mail(path)] == [_message(1, meter), _message(2, b"a\rb\n")]

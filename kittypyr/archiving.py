@@ -91,7 +91,7 @@ def _hasher(parsed):
     return hash_of
 
 
-def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False):
+def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, distinct=False):
     """The Message-ID to store ``parsed`` under, or None if it is a duplicate.
 
     A different message that reuses an archived Message-ID (or the one an
@@ -112,9 +112,9 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False):
         if held_for is None and name not in tombstones:
             return message_id, None
         existing = messages.get(held_for) if held_for is not None else None
-        if existing is not None and _same_mail(existing, parsed, by_mailman):
+        if existing is not None and _same_mail(existing, parsed, by_mailman, distinct):
             return None, existing
-    elif _same_mail(existing, parsed, by_mailman):
+    elif _same_mail(existing, parsed, by_mailman, distinct):
         return None, existing
     for derived in _reuse_ids(parsed):
         derived_name = message_id_hash(derived)
@@ -123,18 +123,19 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False):
         existing = messages.get(derived_name)
         if existing is None:
             return derived, None
-        if _same_mail(existing, parsed, by_mailman):
+        if _same_mail(existing, parsed, by_mailman, distinct):
             return None, existing
     # Every id it could be kept under is another mail's (ids made to look
     # like derived ones): kept under one of its own, never dropped.
     return f"{parsed.message_id}#{uuid.uuid4().hex}", None
 
 
-def _same_mail(stored, parsed, by_mailman=False):
+def _same_mail(stored, parsed, by_mailman=False, distinct=False):
     """Whether ``parsed`` is ``stored`` again (resent, imported again, another archive's copy), not another
-    mail under its id. ``by_mailman``: ``parsed`` comes from Mailman's archiver."""
+    mail under its id. ``by_mailman``: ``parsed`` comes from Mailman's archiver. ``distinct``: from an export
+    of kittypyr, which holds no copy of a post but the one archived."""
     if stored.fingerprint != parsed.fingerprint:
-        if by_mailman and stored.by_mailman:
+        if distinct or (by_mailman and stored.by_mailman):
             # Mailman hands each post over as it is: another body is another
             # post (a mailer that makes its ids from the time, two in a second).
             return False
@@ -196,7 +197,7 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     return None
 
 
-def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailman=False):
+def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailman=False, distinct=False):
     """Store a ``kittypyr.mail.ParsedMail``; return a ``StoreResult``.
 
     ``originals``: whether ``parsed`` may be the original of a message
@@ -204,7 +205,8 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
     mbox): it takes that message's place when its sender or its date is
     the rebuilt one's. Mail from Mailman never does: a post reusing an old
     message's Message-ID is another post, and must not replace it.
-    ``by_mailman``: ``parsed`` comes from Mailman's archiver (see ``_same_mail``).
+    ``by_mailman``: ``parsed`` comes from Mailman's archiver; ``distinct``:
+    from an export of kittypyr (see ``_same_mail``).
     """
     if parsed.no_archive:
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
@@ -217,7 +219,7 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
     if held is not None and held.rebuilt and not getattr(parsed, "rebuilt", False) and originals \
             and _may_be_original(held, parsed):
         return _replace_rebuilt(mailing_list, held, parsed, registry)
-    message_id, existing = _storage_id(messages, parsed, hash_of, by_mailman)
+    message_id, existing = _storage_id(messages, parsed, hash_of, by_mailman, distinct)
     if message_id is None:
         return StoreResult(DUPLICATE, existing)
 

@@ -232,12 +232,13 @@ class Parsed:
     failure: str = ""
     envelope_date: object = None  # RawMail.envelope_date
     name: str = ""  # RawMail.name
+    exported: bool = False  # RawMail.exported
 
 
 def parse_raw(raw_mail, subject_prefix=""):
     """Parse one ``RawMail`` of a list whose subject prefix is ``subject_prefix``; never raises."""
     def parsed(**outcome):
-        return Parsed(raw_mail.source, raw_mail.position, name=raw_mail.name, **outcome)
+        return Parsed(raw_mail.source, raw_mail.position, name=raw_mail.name, exported=raw_mail.exported, **outcome)
 
     if raw_mail.failure:
         return parsed(failure=raw_mail.failure)
@@ -642,7 +643,7 @@ class Importer:
             if parsed.failure or index in broken:
                 continue
             try:
-                result = store_parsed(mailing_list, parsed.mail, originals=True)
+                result = store_parsed(mailing_list, parsed.mail, originals=True, distinct=parsed.exported)
             except ConflictError:
                 raise
             except Exception as exc:

@@ -18,7 +18,7 @@ import os
 import re
 import stat
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Iterator, Optional
 
@@ -84,7 +84,9 @@ class RawMail:
     a guess. ``failure`` says why a message could not be read at all (a
     Maildir file that is a dangling link, say); ``raw`` is empty then.
     ``name`` is the message's own file within ``source`` (a Maildir's
-    ``cur/<name>``), "" when it has none.
+    ``cur/<name>``), "" when it has none. ``exported``: ``source`` is an mbox
+    export of kittypyr (``is_kittypyr_export``), each message in it a post
+    of its own.
     """
 
     raw: bytes
@@ -94,6 +96,7 @@ class RawMail:
     doubts: tuple = ()
     failure: str = ""
     name: str = ""
+    exported: bool = False
 
 
 # --- envelope ("From ") lines -------------------------------------------
@@ -833,7 +836,8 @@ def read_mail(path) -> Iterator[RawMail]:
             # starts as a single message does is split too: an mbox whose
             # first envelope line was lost looks just like one.
             if strict:
-                messages = _split_mbox(stream, path, False, strict=True)
+                messages = (replace(message, exported=True)
+                            for message in _split_mbox(stream, path, False, strict=True))
             else:
                 messages = _split_mbox(_LineFeeds(stream) if lone_returns else _ReturnRegions(stream), path,
                                        kind == "pipermail", headless=kind == "eml", starts_inside=kind == "inside")

@@ -259,6 +259,9 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
     # counted as a move (MessageMoved) of what is counted already.
     notify(MessageArchived(message, mailing_list), registry)
     _adopt_waiting(mailing_list, message, registry)
+    if parsed.permalink_id and messages.permalink_target(message_id_hash(parsed.permalink_id)) == name:
+        # And what waits for it by the id Mailman's permalink names.
+        _adopt_waiting(mailing_list, message, registry, message_id_hash(parsed.permalink_id))
     return StoreResult(ARCHIVED, message)
 
 
@@ -362,6 +365,11 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
     for candidate_id in _candidate_parents(message):
         candidate_name = hash_of(candidate_id)
         candidate = messages.get(candidate_name)
+        if candidate is None:
+            # Held by the message whose odd Message-ID header Mailman's
+            # permalink names so: the message a reader of a copy replied to.
+            candidate_name = messages.permalink_target(candidate_name) or candidate_name
+            candidate = messages.get(candidate_name)
         if candidate is None and candidate_name in messages.tombstones:
             # Deleted: it will never arrive. Its replies hang below what is left above it.
             candidate = surviving_ancestor(messages, candidate_name)
@@ -413,9 +421,9 @@ def stop_waiting(mailing_list, message):
             del waiting[candidate_name]
 
 
-def _adopt_waiting(mailing_list, newcomer, registry):
-    """Move the messages that were waiting for ``newcomer`` below it."""
-    waiters = mailing_list.waiting_for_parent.pop(newcomer.__name__, ())
+def _adopt_waiting(mailing_list, newcomer, registry, waited_as=None):
+    """Move the messages that were waiting for ``newcomer`` (by its name, or ``waited_as``) below it."""
+    waiters = mailing_list.waiting_for_parent.pop(waited_as or newcomer.__name__, ())
     messages = mailing_list.messages
     for waiter_name in list(waiters):
         waiter = messages.get(waiter_name)

@@ -713,3 +713,22 @@ def test_mail_for_a_list_known_as_never_archived_is_answered_503_while_mailman_c
         assert answer.headers["Retry-After"] and "send it again later" in answer.json["error"]
     finally:
         app.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("order", ["the message first", "its reply first"])
+def test_a_reply_to_the_id_an_odd_message_ids_permalink_names_hangs_below_that_message(app, order):
+    # Mailman's Archived-At names "y@v" for the header "y@v>"; a reply to
+    # <y@v> found no message of that hash and started a thread of its own,
+    # for ever (and so did one to the id a later post reused).
+    browser = TestApp(app)
+    odd = (b"From: a@example.org\nSubject: odd id\nMessage-ID: y@v>\n"
+           b"Date: Wed, 1 Jan 2020 12:00:00 +0000\n\nbody\n")
+    reply = (b"From: b@example.org\nSubject: Re: odd id\nMessage-ID: <reply@v>\nIn-Reply-To: <y@v>\n"
+             b"Date: Wed, 1 Jan 2020 13:00:00 +0000\n\nanswer\n")
+    for raw in ((odd, reply) if order == "the message first" else (reply, odd)):
+        post(browser, raw)
+    with prepare(registry=app.registry) as env:
+        messages = env["root"].lists[LIST].messages
+        [first] = [m for m in messages.values() if m.subject == "odd id"]
+        assert messages[message_id_hash("<reply@v>")].parent == first.__name__
+        assert archive_info(env["root"], LIST)["threads"] == 1

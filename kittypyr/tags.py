@@ -10,6 +10,7 @@ ask that index.
 """
 
 import re
+import unicodedata
 from datetime import datetime, timezone
 
 from pyramid.traversal import find_root, traversal_path
@@ -27,11 +28,31 @@ _TAG = re.compile(r"^\w[\w.+-]*$", re.UNICODE)
 
 
 def normalize_tag(text):
-    """The tag that ``text`` names (lower case, spaces as dashes), or None if it names none."""
-    tag = "-".join((text or "").strip().lstrip("#").lower().split())
-    if not tag or len(tag) > MAX_TAG_LENGTH or not _TAG.match(tag):
+    """The tag that ``text`` names (lower case, spaces as dashes), or None if it names none.
+
+    Letters that look alike are one tag, as far as Unicode says they are
+    (NFKC: a fullwidth ``ｍｉｐｓ`` is ``mips``); a tag whose letters mix
+    scripts (a Cyrillic ``м`` among Latin letters) names none: it would be
+    shown as another's, and found by nobody who types it.
+    """
+    tag = "-".join(unicodedata.normalize("NFKC", text or "").strip().lstrip("#").lower().split())
+    if not tag or len(tag) > MAX_TAG_LENGTH or not _TAG.match(tag) or len(_scripts_of(tag)) > 1:
         return None
     return tag
+
+
+# Scripts written together in one word: Japanese mixes three.
+_ONE_SCRIPT = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "KATAKANA-HIRAGANA": "CJK"}
+
+
+def _scripts_of(tag):
+    """The scripts of the letters of ``tag``, by the first word of each letter's Unicode name."""
+    scripts = set()
+    for letter in tag:
+        if letter.isalpha():
+            script = unicodedata.name(letter, "UNKNOWN").split()[0]
+            scripts.add(_ONE_SCRIPT.get(script, script))
+    return scripts
 
 
 def _tagging(resource):

@@ -108,6 +108,15 @@ def test_a_deleted_message_leaves_no_votes_behind(archive):
     assert sorted(archive.votes.tallies.keys()) == sorted([(LIST, h(1)), (LIST, h(2))])
 
 
+def test_tags_that_look_alike_are_one_tag_and_mixed_scripts_none():
+    # "мips" (a Cyrillic м) and a fullwidth "ｍｉｐｓ" were tags of their own,
+    # shown beside "mips" and found by nobody who typed it.
+    assert normalize_tag("ｍｉｐｓ") == normalize_tag("MIPS") == "mips"
+    assert normalize_tag("мips") is None and normalize_tag("pаtch") is None
+    assert [normalize_tag(t) for t in ("кернел", "内核", "カーネル补丁", "ΑΒΓ", "naïve")] == [
+        "кернел", "内核", "カーネル补丁", "αβγ", "naïve"]
+
+
 def test_tags_are_normalized_counted_and_indexed(archive):
     assert normalize_tag("  Needs Review ") == "needs-review"
     assert normalize_tag("#2.6.x") == "2.6.x"

@@ -1080,16 +1080,21 @@ class AllowedDocuments:
         tests, sets, fields = [], [], []
         self.walkable = True
         for condition in conditions:
-            values = _field_values(condition)
-            name = getattr(condition, "index_name", None)
+            # A field after a minus is tested as the field is: by the
+            # document's value, not by the set of every other message.
+            left_out = isinstance(condition, Without)
+            asked = condition.query if left_out else condition
+            values = _field_values(asked)
+            name = getattr(asked, "index_name", None)
             # A date's months are asked as a set: scored at once, a word
             # tests thousands of its postings, which costs more than the
             # union of a few months' sets.
             index = catalog.get(name) if values is not None and name not in DATED_INDEXES else None
             by_document = getattr(index, "_rev_index", None) if isinstance(index, CatalogFieldIndex) else None
             if by_document is not None:
-                tests.append(_value_in(by_document, values))
-                fields.append((by_document.get, values.__contains__))
+                tests.append(_value_in(by_document, values, left_out))
+                fields.append((by_document.get, (lambda value, values=values: value not in values) if left_out
+                               else values.__contains__))
             else:
                 held = catalog.query(condition)[1].__contains__
                 tests.append(held)
@@ -1140,11 +1145,15 @@ def _field_values(condition):
     return None
 
 
-def _value_in(by_document, values):
+def _value_in(by_document, values, left_out=False):
     value_of = by_document.get
 
-    def test(docid):
-        return value_of(docid) in values
+    if left_out:
+        def test(docid):
+            return value_of(docid) not in values
+    else:
+        def test(docid):
+            return value_of(docid) in values
     return test
 
 

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 
 from pyramid.authorization import ACLHelper, Authenticated, Everyone
-from pyramid.events import NewRequest, NewResponse
+from pyramid.events import ContextFound, NewResponse
 from pyramid.httpexceptions import HTTPBadRequest
 from pyramid.session import SignedCookieSessionFactory
 from pyramid.settings import aslist
@@ -588,7 +588,8 @@ def refuse_unreadable_forms(event):
 
 def includeme(config):
     settings = config.registry.settings
-    config.add_subscriber(refuse_unreadable_forms, NewRequest)
+    # Once the root is found (the page that says so is the site's), before any view reads the form.
+    config.add_subscriber(refuse_unreadable_forms, ContextFound)
     config.registry.kittypyr_secret = configured_secret(settings) or None
     cookie_name = settings.setdefault("kittypyr.session_cookie", "kittypyr_session")
     secure = settings.get("kittypyr.base_url", "").startswith("https:")

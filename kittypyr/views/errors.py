@@ -50,8 +50,8 @@ def not_found(request):
 @view_config(context=HTTPBadRequest, renderer="kittypyr.templates:refused.pt")
 def bad_request(exc, request):
     """400 as a page of the site, saying what was wrong; under /api/, as its caller reads it (JSON)."""
-    if request.path_info.startswith("/api/"):
-        return exc
+    if request.path_info.startswith("/api/") or getattr(request, "root", None) is None:
+        return exc  # (before traversal no page of the site can be made)
     request.response.status = exc.status
     if isinstance(exc, BadCSRFToken):
         return {"title": "This form is out of date",

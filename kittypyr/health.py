@@ -25,6 +25,7 @@ alone, a group of chunks split again; nothing is reindexed whole.
 
 import collections
 import logging
+import re
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -102,6 +103,7 @@ class Checker:
         messages = mailing_list.messages
         for message in messages.values():
             self.counts["messages"] += 1
+            self._check_writable(mailing_list, message)
             named[message.thread].append(message)
             if message.original_message_id and message.message_id != message.original_message_id:
                 self._check_reuse(messages, message)
@@ -122,6 +124,26 @@ class Checker:
                 self.found("threads", where, "; ".join(problems))
                 if self.repair:
                     thread.recount(messages)
+
+    def _check_writable(self, mailing_list, message):
+        """Text no page can write out: half of a UTF-16 pair, which UTF-7 mail was decoded to before it was refused."""
+        halved = [field for field in _TEXT_FIELDS if _HALF_PAIR.search(getattr(message, field) or "")]
+        if not halved:
+            return
+        shown = " and ".join(_TEXT_FIELDS[field] for field in halved)
+        self.found("messages", resource_path(message),
+                   f"its {shown} hold half of a UTF-16 pair, which no page can write out")
+        if self.repair:
+            for field in halved:
+                setattr(message, field, _HALF_PAIR.sub("\ufffd", getattr(message, field)))
+            message._v_prepared_text = message._v_searchable_text = None
+            thread = mailing_list.threads.data.get(message.thread)
+            if thread is not None and thread.starter == message.__name__:
+                thread.subject = message.subject
+            index_resource(self.archive, message)
+            if thread is not None:
+                index_resource(self.archive, thread)
+            self.people_to_rebuild = True
 
     def _check_reuse(self, messages, message):
         """A mail kept under another id than the Message-ID it came with: that id must lead to it."""
@@ -402,6 +424,10 @@ class Checker:
 
 
 _NONE = object()
+
+
+_HALF_PAIR = re.compile("[\ud800-\udfff]")
+_TEXT_FIELDS = {"subject": "subject", "sender_name": "sender's name", "body_text": "text"}
 
 
 def _shown(value):

@@ -99,6 +99,14 @@ def broken_older_document_map(archive, mailing_list):
     del archive.document_map.address_to_docid[f"/list/{LIST}/message/{h(3)}"]
 
 
+def halved_by_utf7(archive, mailing_list):
+    # What UTF-7 mail was stored as before half pairs were refused.
+    message = mailing_list.messages[h(0)]
+    message.subject, message.sender_name = "Zeppelins \ud800", "Person \udc00"
+    message.body_text = "About zeppelins \ud800 and more.\n"
+    mailing_list.threads[h(0)].subject = message.subject
+
+
 def lost_member(archive, mailing_list):
     thread = mailing_list.threads[h(0)]
     thread.members.remove(h(2))
@@ -203,6 +211,8 @@ DAMAGE = {
     "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
     "a group of chunks' high postings": (wrong_high_postings, "text index 'text': 1 group(s) of chunks whose high "
                                                               "postings disagree with the chunks"),
+    "text UTF-7 left halved": (halved_by_utf7, f"{h(0)}: its subject and sender's name and text hold half of a"
+                                               " UTF-16 pair"),
     "a list's postings": (lost_list_posting, f"the postings of 1 list(s) disagree with the index's, e.g. '{LIST}'"),
 }
 
@@ -239,6 +249,21 @@ def test_damage_is_found_and_repaired(site, kind):
     again = kittypyr("check", config)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "everything agrees" in again.stdout
+
+
+def test_text_utf7_left_halved_is_readable_again_after_repair(site):
+    # One such message made its list's overview, month and page answer 500.
+    folder, config = site
+    damage(folder, halved_by_utf7)
+    kittypyr("check", config, "--repair", check=True)
+    app = make_app(folder)
+    try:
+        browser = TestApp(app)
+        for path in (f"/list/{LIST}/", f"/list/{LIST}/message/{h(0)}/", f"/list/{LIST}/thread/{h(0)}/",
+                     "/search?q=zeppelins"):
+            assert "Zeppelins \ufffd" in browser.get(path).text, path
+    finally:
+        app.registry._zodb_databases[""].close()
 
 
 def test_a_message_stored_before_docids_were_kept_passes_and_leaves_the_catalog_when_deleted(site):

@@ -34,6 +34,7 @@ from repoze.catalog.indexes.field import CatalogFieldIndex
 
 from kittypyr.catalog import docid_of, index_resource, keeps_docid
 from kittypyr.fulltext import FullTextIndex, chunk_groups_of, days_by_catalog, scope_postings_of, scopes_disagreeing
+from kittypyr.mail import ADDRESS_MAX
 from kittypyr.msgid import message_id_hash
 from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
@@ -104,6 +105,7 @@ class Checker:
         for message in messages.values():
             self.counts["messages"] += 1
             self._check_writable(mailing_list, message)
+            self._check_address(message)
             named[message.thread].append(message)
             if message.original_message_id and message.message_id != message.original_message_id:
                 self._check_reuse(messages, message)
@@ -143,6 +145,17 @@ class Checker:
             index_resource(self.archive, message)
             if thread is not None:
                 index_resource(self.archive, thread)
+            self.people_to_rebuild = True
+
+    def _check_address(self, message):
+        """A sender's address longer than any can be, as mail was stored before such were left out."""
+        if len(message.sender_address or "") <= ADDRESS_MAX:
+            return
+        self.found("messages", resource_path(message), f"its sender's address is {len(message.sender_address)}"
+                                                       f" characters long, longer than any address can be")
+        if self.repair:
+            message.sender_address = ""
+            index_resource(self.archive, message)
             self.people_to_rebuild = True
 
     def _check_reuse(self, messages, message):

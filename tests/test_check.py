@@ -107,6 +107,11 @@ def halved_by_utf7(archive, mailing_list):
     mailing_list.threads[h(0)].subject = message.subject
 
 
+def overlong_address(archive, mailing_list):
+    # As mail was stored before such addresses were left out.
+    mailing_list.messages[h(1)].sender_address = "a." * 200 + "a@example.org"
+
+
 def lost_member(archive, mailing_list):
     thread = mailing_list.threads[h(0)]
     thread.members.remove(h(2))
@@ -213,6 +218,7 @@ DAMAGE = {
                                                               "postings disagree with the chunks"),
     "text UTF-7 left halved": (halved_by_utf7, f"{h(0)}: its subject and sender's name and text hold half of a"
                                                " UTF-16 pair"),
+    "an address longer than any": (overlong_address, f"{h(1)}: its sender's address is 413 characters long"),
     "a list's postings": (lost_list_posting, f"the postings of 1 list(s) disagree with the index's, e.g. '{LIST}'"),
 }
 

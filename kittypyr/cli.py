@@ -10,6 +10,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -308,7 +309,7 @@ def print_summary(summary, report_path=None, last_lines=()):
             Path(report_path).write_text("\n".join([*every, *last_lines, ""]))
         except OSError as exc:
             # After the work is done: its summary is still shown, whole.
-            unwritten, report_path = f"the report could not be written to {report_path}: {_describe_os(exc)}", None
+            unwritten, report_path = f"the report could not be written to {report_path}: {_first_cause(exc)}", None
     shown = every if unwritten else summary(listed=LISTED_ON_SCREEN)
     for line in shown:
         print(line)
@@ -337,18 +338,14 @@ def _at_least(least):
 
 
 def _days(text):
-    """An argument type: a number of days, 0 or more, less than a hundred thousand years."""
+    """An argument type: a number of days, 0 or more (history further back than 1970 is all of it)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
-    if not 0 <= value < 36_500_000:  # not NaN, not infinite, not before the calendar
+    if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"{text} is not a number of days from 0 up")
     return value
-
-
-def _describe_os(exc):
-    return exc.strerror or str(exc)
 
 
 def command_remove_list(args):

@@ -134,15 +134,16 @@ def messages_from(archive, sender, mailing_list=None):
     return list(found)
 
 
-def delete_sender(archive, sender, actor, reason="", mailing_list=None, registry=None):
+def delete_sender(archive, sender, actor, reason="", mailing_list=None, registry=None, found=None):
     """Delete every message of ``sender`` in ``mailing_list`` (None: in every list).
 
-    Returns the audit entries, one per list concerned: each list's
-    administrators see their own list's part in their log.
+    ``found``: those messages, when the caller has asked ``messages_from``
+    already. Returns the audit entries, one per list concerned: each
+    list's administrators see their own list's part in their log.
     """
     sender = sender.strip().lower()
     by_list = {}
-    for message in messages_from(archive, sender, mailing_list):
+    for message in messages_from(archive, sender, mailing_list) if found is None else found:
         by_list.setdefault(message.mailing_list, []).append(message.__name__)
     if not by_list:
         raise ModerationRefused(f"There is no message from {sender} to delete.")

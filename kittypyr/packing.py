@@ -37,7 +37,9 @@ def pack_storage(db, days=0):
     if isinstance(storage, FileStorage):
         storage.pack_keep_old = False
     before = db.getSize()
-    db.pack(days=days)
+    # No history is older than 1970: a pack time before 1900 is no time a
+    # storage can name ("year must be greater than 1900").
+    db.pack(days=min(days, time.time() / 86400))
     # zodburi puts a FileStorage with blobs inside a BlobStorage, which
     # removes unused blobs itself but leaves the packed-away file behind.
     packed_away = f"{storage.getName()}.old"

@@ -1069,3 +1069,13 @@ def test_an_import_interrupted_before_its_first_batch_leaves_no_empty_list(tmp_p
     monkeypatch.setattr(importing, "import_mail", interrupted)
     assert cli.main(["import", str(config), "new@lists.example.org", str(tmp_path / "x.mbox"), "--quiet"]) == 130
     assert "new@lists.example.org" not in kittypyr("info", config, check=True).stdout
+
+
+def test_a_pack_keeping_more_days_than_there_is_history_packs(tmp_path, config):
+    # 50,000 days reach before 1900, which no storage can name: a traceback.
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(3)))
+    kittypyr("import", config, LIST, mbox, check=True)
+    packed = kittypyr("pack", config, "--days", "50000")
+    assert packed.returncode == 0 and "Traceback" not in packed.stderr, packed.stderr
+    assert info(config, LIST)["messages"] == 3

@@ -291,7 +291,8 @@ def _delete_sender(request, archive, mailing_list, location, action_url):
         return _shown_again(_sender_confirmation(request, archive, mailing_list, action_url, location, changed=True),
                             request)
     try:
-        entries = moderation.delete_sender(archive, sender, request.user, reason_of(request), mailing_list)
+        entries = moderation.delete_sender(archive, sender, request.user, reason_of(request), mailing_list,
+                                           found=found)
     except moderation.ModerationRefused as refused:
         return _refused(request, str(refused), location)
     deleted = sum(len(entry.messages) for entry in entries)

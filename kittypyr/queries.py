@@ -1,6 +1,7 @@
 """The questions about a list's threads that pages ask, answered without walking containers."""
 
 import heapq
+from dataclasses import dataclass
 
 from pyramid.traversal import find_root
 
@@ -28,28 +29,77 @@ def neighbour_threads(thread):
 def newest_messages(mailing_list, limit):
     """``mailing_list``'s ``limit`` newest messages, newest first, at a cost that does not grow with the list.
 
-    Read from its threads in order of latest activity: a thread last active
-    before the ``limit``-th newest message found so far holds none newer.
-    Each thread's messages are dated by the catalog (the thread index, then
-    the date index), not loaded; a catalog query sorted by date would take
-    every message of the list first.
+    See ``newest_passing``: a catalog query sorted by date would take every
+    message of the list first.
     """
     archive = find_root(mailing_list)
+    walk = newest_passing(archive, [mailing_list], limit)
+    return list(resources_of(archive, walk.docids))
+
+
+@dataclass
+class NewestWalk:
+    """What ``newest_passing`` found, and how much of the lists it looked at."""
+
+    docids: list  # the newest that passed, newest first
+    passed: int  # messages looked at that passed
+    ended: bool  # whether every message dated in the span was looked at
+
+
+def newest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=None):
+    """The ``wanted`` newest messages of ``mailing_lists`` that ``passes`` (docid -> bool), as a ``NewestWalk``.
+
+    Read from the lists' threads in order of latest activity: a thread last
+    active before the ``wanted``-th newest message found so far holds none
+    newer, and one last active before ``span`` (seconds ``[first, end)``)
+    none in it. Each thread's messages are dated by the catalog (the thread
+    index, then the date index), not loaded. So the cost follows how many
+    messages are looked at before ``wanted`` pass, not the lists' sizes.
+
+    ``most``: give up, returning None, once more messages than that were
+    looked at (in the span or not) and the walk has not ended: the messages
+    that pass are few, and their set is the cheaper way to them.
+    """
     catalog = archive.catalog
     members = catalog["thread"].documents_with
     list_of, kind_of = catalog["list"]._rev_index.get, catalog["kind"]._rev_index.get
     date_of = catalog["date"]._rev_index.get
-    address = mailing_list.address
-    newest = []  # a heap of the (date, docid) found so far, at most ``limit``
-    for negated_last, key in activity_of(mailing_list).by_activity.keys():
-        if len(newest) == limit and -negated_last < newest[0][0]:
+    first, end = span or (None, None)
+    newest = []  # a heap of the (date, docid) found so far, at most ``wanted``
+    seen = passed = 0
+    orders = [_by_activity(mailing_list) for mailing_list in mailing_lists]
+    for negated_last, key, address in heapq.merge(*orders):
+        last = -negated_last
+        if first is not None and last < first:
             break
+        if len(newest) >= wanted and (not newest or last < newest[0][0]):
+            return NewestWalk(_newest_first(newest), passed, ended=False)
+        if most is not None and seen > most:
+            return None
         for docid in members(key):
             if list_of(docid) != address or kind_of(docid) != "message":
                 continue
-            entry = (date_of(docid), docid)
-            if len(newest) < limit:
+            seen += 1
+            date = date_of(docid)
+            if first is not None and not first <= date < end:
+                continue
+            if passes is not None and not passes(docid):
+                continue
+            passed += 1
+            entry = (date, docid)
+            if len(newest) < wanted:
                 heapq.heappush(newest, entry)
-            elif entry > newest[0]:
+            elif newest and entry > newest[0]:
                 heapq.heapreplace(newest, entry)
-    return list(resources_of(archive, [docid for _, docid in sorted(newest, reverse=True)]))
+    return NewestWalk(_newest_first(newest), passed, ended=True)
+
+
+def _by_activity(mailing_list):
+    """``(-last active, thread key, list address)`` of each of the list's threads, last active first."""
+    address = mailing_list.address
+    for negated_last, key in activity_of(mailing_list).by_activity.keys():
+        yield negated_last, key, address
+
+
+def _newest_first(heap):
+    return [docid for _, docid in sorted(heap, reverse=True)]

@@ -36,7 +36,7 @@ from repoze.catalog.query import And, Any, Contains, Eq, InRange, Query
 from zope.index.text.parsetree import ParseError
 from zope.index.text.queryparser import QueryParser
 
-from kittypyr.catalog import Narrowed, docid_of, make_text_index, search_page
+from kittypyr.catalog import Narrowed, docid_of, make_text_index, resources_of, search_page
 from kittypyr.fulltext import FullText, Unseen, ranked_without
 from kittypyr.lexicon import has_cjk_letters, split_words, words_form
 from kittypyr.msgid import message_id_hash, message_id_of_header_value
@@ -46,6 +46,7 @@ from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
 from kittypyr.scored import Scored, all_of, restricted, verified
 from kittypyr.snippets import SNIPPET_SCAN_CHARS, snippet
+from kittypyr.queries import newest_passing
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
 from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
@@ -868,6 +869,16 @@ def _search(archive, query, visible_lists, mlist, sort, start, size, limits, gro
     results.sort = sort
     best_only = None
     if asked.text is None:
+        newest = _newest_by_fields(archive, asked, start, size) \
+            if group == "message" and sort == "date-desc" else None
+        if newest is not None:
+            total, docids = newest
+            start = last_page_start(start, size, total)
+            results.total, results.total_estimated = counted_total(total, limits)
+            results.matched = total
+            results.hits = [SearchHit(m, _snippet_of(m, asked.highlight_words))
+                            for m in resources_of(archive, docids[start:start + size])]
+            return results
         scored = _as_scored(_filtered(archive, asked))
         if group != "thread":
             if len(scored) > DATE_LOOKUP_MAX:
@@ -944,6 +955,78 @@ def _filtered(archive, asked):
     if not _all_lists_in(archive, asked.scope):
         conditions.append(Any("list", asked.scope))
     return archive.catalog.query(_all_of(conditions))[1]
+
+
+# A search by fields alone, newest first, is answered from the lists'
+# threads (``kittypyr.queries.newest_passing``) for pages up to this many
+# matches deep; deeper ones are read from the date index.
+NEWEST_WALK_DEEPEST = 1_000
+# Messages the walk looks at, beyond this many for each match the page
+# needs, before it gives way to the set of the matches, which are few.
+WALK_LOOKS, WALK_LOOKS_PER_MATCH = 2_000, 20
+
+
+def _newest_by_fields(archive, asked, start, size):
+    """``(total, docids)`` of a search by fields alone, newest first; None to ask the catalog.
+
+    When the lists' counts tell how many messages match
+    (``_counted_from_activity``), the page is taken from the newest threads
+    of the lists in scope, so that a query that finds most of a list
+    (``list:dev``, ``-from:bot``, ``after:2019``) costs a page, not the list.
+    """
+    wanted = start + size
+    if wanted > NEWEST_WALK_DEEPEST:
+        return None
+    lists = [archive.lists[address] for address in asked.scope if address in archive.lists]
+    spans = [condition.date_span for condition in asked.conditions if getattr(condition, "date_span", None)]
+    others = [condition for condition in asked.conditions if not getattr(condition, "date_span", None)]
+    span = (max(first for first, _ in spans), min(end for _, end in spans)) if spans else None
+    counted = _counted_from_activity(lists, span, others)
+    if counted is None:
+        return None
+    passes = AllowedDocuments(archive.catalog, others).test if others else None
+    walk = newest_passing(archive, lists, wanted, passes, span, most=WALK_LOOKS + WALK_LOOKS_PER_MATCH * wanted)
+    if walk is None:
+        return None
+    # Never fewer than were seen, should the counts be behind.
+    return (walk.passed if walk.ended else max(counted, walk.passed)), walk.docids
+
+
+def _counted_from_activity(lists, span, conditions):
+    """How many messages of ``lists`` dated in ``span`` pass ``conditions``, from the lists' counts; None when they cannot tell.
+
+    They tell the messages of whole days (``ListActivity.message_count_between``),
+    and, over all time, those of some senders (``participants``) or those
+    of all but some: a message has one sender.
+    """
+    wanted, left_out = None, set()  # addresses
+    for condition in conditions:
+        leaves_out = isinstance(condition, Without)
+        asked = condition.query if leaves_out else condition
+        addresses = _field_values(asked)
+        if addresses is None or getattr(asked, "index_name", None) != "sender" or span is not None:
+            return None
+        if leaves_out:
+            left_out |= addresses
+        else:
+            wanted = addresses if wanted is None else wanted & addresses
+    if span is not None:
+        if span[0] % DAY or span[1] % DAY:
+            return None
+        first, end = (datetime.fromtimestamp(moment, timezone.utc).date() for moment in span)
+    total = 0
+    for mailing_list in lists:
+        activity = activity_of(mailing_list)
+        written = activity.participants.get
+        if wanted is not None:
+            total += sum(written(address, 0) for address in wanted - left_out)
+            continue
+        total += mailing_list.message_count if span is None else activity.message_count_between(first, end)
+        total -= sum(written(address, 0) for address in left_out)
+    return total
+
+
+DAY = 24 * 60 * 60
 
 
 def _all_of(conditions):

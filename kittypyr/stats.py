@@ -293,6 +293,32 @@ class ListActivity(Persistent):
         """[(year, month, messages)] oldest first."""
         return [(int(m[:4]), int(m[5:]), count) for m, count in self.per_month.items()]
 
+    def message_count_between(self, start, end):
+        """How many messages are dated from the day ``start`` to the day before ``end`` (dates).
+
+        Whole months are read from ``per_month``, the days of a month the
+        span cuts from ``per_day``: at most two months of days, whatever
+        the span.
+        """
+        if start >= end:
+            return 0
+        whole_from = start if start.day == 1 else _month_after(start)
+        whole_to = end.replace(day=1)
+        if whole_from >= whole_to:
+            return _sum(self.per_day, start.isoformat(), end.isoformat())
+        return (_sum(self.per_day, start.isoformat(), whole_from.isoformat())
+                + _sum(self.per_month, month_of(whole_from), month_of(whole_to))
+                + _sum(self.per_day, whole_to.isoformat(), end.isoformat()))
+
+
+def _month_after(day):
+    return date(day.year + (day.month == 12), day.month % 12 + 1, 1)
+
+
+def _sum(counts, first, end):
+    """The sum of ``counts`` from the key ``first`` to the key before ``end``."""
+    return sum(counts.values(first, end, excludemax=True)) if first < end else 0
+
 
 def _start_key(thread, start=None):
     return (int((start or thread.date_started).timestamp()), thread.__name__)

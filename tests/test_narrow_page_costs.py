@@ -68,6 +68,11 @@ def pages(app, monkeypatch):
         "profile": f"/users/{person}/",
         "tag": f"/list/{DEV}/tag/needs-review/",
         "search feed": "/search.atom?q=flush",
+        # By fields alone, finding most of the list: newest first.
+        "search of a list": "/search?q=list:dev",
+        "search leaving a sender out": f"/search?q=-from:ada@example.org&mlist={DEV}",
+        "search before a date": f"/search?q=before:2030&mlist={DEV}",
+        "search after a date": f"/search?q=after:2024-05-01&mlist={DEV}",
     }
     found = {}
     for name, url in urls.items():
@@ -124,6 +129,27 @@ def test_a_page_shows_the_same_and_reads_no_more_with_twice_the_older_mail(measu
     assert "Cache flush" in shown and shown == shown_large
     # Not the list's sets, nor the archive's.
     assert read_large <= read + 4, (read, read_large)
+
+
+@pytest.mark.parametrize("page", ["search of a list", "search leaving a sender out", "search before a date",
+                                  "search after a date"])
+def test_a_search_by_fields_alone_shows_the_newest_and_reads_no_more_with_twice_the_older_mail(measured, page):
+    small, large = measured
+    (shown, read), (shown_large, read_large) = small[page], large[page]
+    words = re.findall(r"(Ada|Bo)&#x27;s word (\d+)", _hits(shown))
+    newest_of_bo = [("Bo", str(n)) for n in range(20)]
+    if page == "search leaving a sender out":
+        assert words == newest_of_bo
+    else:
+        assert words == [("Ada", str(n)) for n in range(12)] + newest_of_bo[:8]
+    assert _hits(shown) == _hits(shown_large)
+    # Not the list's sets, nor the archive's.
+    assert read_large <= read + 4, (read, read_large)
+
+
+def _hits(page):
+    """The list of matches of a search page."""
+    return page[page.index('<ol class="hits">'):page.index("</ol>", page.index('<ol class="hits">'))]
 
 
 def test_the_list_feed_holds_the_newest_messages_by_date(measured):

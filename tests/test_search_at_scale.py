@@ -494,3 +494,37 @@ def test_an_archive_made_before_word_sequences_had_small_buckets_gets_them_at_st
         assert type(moved) is WordSequences and dict(moved.items()) == sequences
     results, ids = search(app, '"gray heron"', sort="date-desc", size=PHRASE_HOLDERS)
     assert sorted(number(i) for i in ids) == list(range(PHRASE_HOLDERS))
+
+
+def _hour(text):
+    """The number of the first message dated on or after the day ``text`` (YYYY-MM-DD): one message an hour."""
+    return int((datetime.fromisoformat(text).replace(tzinfo=timezone.utc) - START).total_seconds() // 3600)
+
+
+# A search by fields alone, newest first: each query and which messages
+# it finds (by number, one an hour).
+FIELDS_ONLY = [
+    ("list:big", lambda n: True),
+    ("before:2030", lambda n: True),
+    ("-from:ada", lambda n: n % 3 != 0),
+    ("from:bob", lambda n: n % 3 == 1),
+    ("-from:ada -from:bob", lambda n: n % 3 == 2),
+    ("from:example.org -from:cy", lambda n: n % 3 != 2),
+    ("after:2015-03-01", lambda n: n >= _hour("2015-03-01")),
+    ("date:2015-02", lambda n: _hour("2015-02-01") <= n < _hour("2015-03-01")),
+    ("after:2015-02-01 -from:cy", lambda n: n >= _hour("2015-02-01") and n % 3 != 2),
+    ("before:2015-03-01 -date:2015-02", lambda n: n < _hour("2015-02-01")),
+]
+
+
+@pytest.mark.parametrize("query, finds", FIELDS_ONLY, ids=[query for query, _ in FIELDS_ONLY])
+def test_a_search_by_fields_alone_pages_its_newest_matches_and_counts_them(app, query, finds):
+    expected = sorted((n for n, _ in corpus() if finds(n)), reverse=True)
+    last = (len(expected) - 1) // 20 * 20
+    for start in (0, 20, 380, 980, len(expected) + 500):
+        results, ids = search(app, query, sort="date-desc", start=start, size=20)
+        # A page past the end is the last one.
+        shown = min(start, last)
+        assert [number(i) for i in ids] == expected[shown:shown + 20], (query, start)
+        assert not results.problems
+        assert results.matched == len(expected), (query, start)

@@ -511,6 +511,21 @@ def _month_starts(start, end):
         month += 1
 
 
+def _days_dated(archive):
+    """``(oldest, newest)``: the first moment of the day of the oldest message, and of the day after the newest.
+
+    Whole days, so that a date range cut to them still counts whole days
+    (``ListActivity.message_count_between``). An archive of no message
+    spans 1970 to 9999.
+    """
+    dates = archive.catalog["date"]._fwd_index
+    if not dates:
+        return datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 1, 1, tzinfo=timezone.utc)
+    oldest = _day_start(datetime.fromtimestamp(max(dates.minKey(), 0), timezone.utc))
+    newest = _day_start(datetime.fromtimestamp(dates.maxKey(), timezone.utc)) + timedelta(days=1)
+    return oldest, newest
+
+
 def date_query(start, end, oldest, newest):
     """Messages dated in [start, end), by whole months where it can.
 
@@ -680,12 +695,13 @@ def _field_conditions(archive, scope, parsed, found, left_out=False):
     if parsed.has_attachment:
         conditions.append(Eq("has_attachment", True))
     if parsed.start or parsed.end:
-        oldest = datetime(1970, 1, 1, tzinfo=timezone.utc)
-        newest = datetime(9999, 1, 1, tzinfo=timezone.utc)
-        dates = date_query(parsed.start, parsed.end, oldest, newest)
-        if dates is None:
-            return None
-        conditions.append(dates)
+        oldest, newest = _days_dated(archive)
+        if left_out or (parsed.start or oldest) > oldest or (parsed.end or newest) < newest:
+            dates = date_query(parsed.start, parsed.end, oldest, newest)
+            if dates is None:
+                return None
+            conditions.append(dates)
+        # Else every message is dated in it: it asks nothing.
 
     if parsed.files:
         for key in parsed.files:
@@ -863,6 +879,8 @@ def _search(archive, query, visible_lists, mlist, sort, start, size, limits, gro
         group = "message"
     results.group = group
     if asked.catalog_query is None:
+        if group == "thread":
+            results.threads = 0
         return results
     if not asked.has_text and sort == "relevance":
         sort = "date-desc"

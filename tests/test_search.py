@@ -8,7 +8,7 @@ from pyramid.scripting import prepare
 from webtest import TestApp
 
 from kittypyr.archiving import archive_message, ensure_mailing_list
-from kittypyr.search import parse_search, run_search
+from kittypyr.search import message_query, parse_search, run_search
 from tests.mailbuilder import attachment, make_message, multipart, text_part
 from tests.test_app import make_app
 
@@ -430,3 +430,33 @@ def test_an_attachments_name_is_found(app):
     # Shown on the message's page, yet found by no search.
     assert found(app, "notes")[0] == [4]
     assert found(app, '"notes.pdf"')[0] == [4]
+
+
+@pytest.mark.parametrize("query", ["quick after:2019-03", "after:2019-03", "before:2030", "quick date:1990..2019-03",
+                                   "-before:2019-03"])
+def test_a_date_range_open_to_either_end_names_only_the_months_mail_is_dated_in(app, query):
+    # after:2019-03 named every month up to the year 9999: 96,000 of them,
+    # 170 ms on every such search before a word was read.
+    with prepare(registry=app.registry) as env:
+        asked = message_query(env["root"], query, [DEV, USERS])
+        named = months_named(asked.catalog_query)
+    assert all("2018-12" <= month <= "2019-07" for month in named), named
+
+
+def months_named(query):
+    """The months a catalog query names, wherever in it."""
+    if getattr(query, "index_name", None) == "month":
+        return list(query._value)
+    if hasattr(query, "query"):  # a field after a minus
+        return months_named(query.query)
+    return [month for child in getattr(query, "queries", ()) for month in months_named(child)]
+
+
+def test_a_date_range_beyond_the_archive_keeps_its_meaning(app):
+    assert found(app, "before:2030 -from:ada")[0] == [3, 5]
+    assert found(app, "-before:2030")[0] == []
+    assert found(app, "after:2030")[0] == []
+    assert found(app, "before:1990")[0] == []
+    every = found(app, "list:dev OR list:users")[0]
+    assert {1, 2, 3, 4, 5, 6} <= set(every)
+    assert found(app, "-after:2030")[0] == found(app, "before:2030")[0] == every

@@ -1090,7 +1090,7 @@ def _matching(archive, asked, best=None, exact_up_to=DEFAULT_LIMITS.max_exact_co
         if not conditions:
             scored, total, exact = index.best_word_scores(word, best)
             return scored, BestOnly(total, not exact, lambda docids: index.holding(word, docids))
-        allowed = AllowedDocuments(catalog, conditions)
+        allowed = AllowedDocuments(catalog, conditions, dates_by_value=_keeps_most(archive, asked))
         scored, total, exact = index.best_allowed_scores(word, best, allowed, exact_up_to)
 
         def matching(docids):
@@ -1118,6 +1118,21 @@ def _text_index_of(archive, asked):
     return index, _conditions_of(archive, asked)
 
 
+def _keeps_most(archive, asked):
+    """Whether ``asked``'s one field is dates that hold at least half the mail of its lists, as the lists count it.
+
+    With another field (a sender) the two tests of each posting, cold,
+    read more of the indexes than the sets do.
+    """
+    spans = [condition.date_span for condition in asked.conditions if getattr(condition, "date_span", None)]
+    if not spans or len(spans) < len(asked.conditions):
+        return False
+    lists = [archive.lists[address] for address in asked.scope if address in archive.lists]
+    span = (max(first for first, _ in spans), min(end for _, end in spans))
+    kept = _counted_from_activity(lists, span, [])
+    return kept is not None and 2 * kept >= sum(mailing_list.message_count for mailing_list in lists)
+
+
 def _conditions_of(archive, asked):
     """What the matches of ``asked``'s words must also pass: its fields, and its lists unless it covers all."""
     conditions = list(asked.conditions)
@@ -1138,7 +1153,8 @@ def _best_of_words(archive, asked, plain, best, exact_up_to):
     words = plain.words
     if index.cheap_to_score_whole(words, phrases=bool(plain.phrases)):
         return None
-    allowed = AllowedDocuments(catalog, conditions) if conditions else None
+    allowed = AllowedDocuments(catalog, conditions, dates_by_value=_keeps_most(archive, asked)) \
+        if conditions else None
     # Each document's answer remembered: asked again when more are read.
     check = all_of([index.phrase_check(phrase) for phrase in plain.phrases])
     scored, total, exact = index.best_words_scores(words, best, allowed, exact_up_to, check)
@@ -1173,9 +1189,12 @@ class AllowedDocuments:
     when every match is counted. ``walkable``: whether every test reads a
     value (none is a date: see ``DATED_INDEXES``). ``date_span``: the
     seconds ``[first, end)`` a date condition keeps, or None.
+    ``dates_by_value``: a date is tested as a sender is, by each
+    document's value, and walked: for a span that keeps most of the mail
+    (``_keeps_most``), whose months' sets would hold most of the list.
     """
 
-    def __init__(self, catalog, conditions):
+    def __init__(self, catalog, conditions, dates_by_value=False):
         self.catalog = catalog
         self.conditions = conditions
         tests, sets, fields = [], [], []
@@ -1185,6 +1204,12 @@ class AllowedDocuments:
             # document's value, not by the set of every other message.
             left_out = isinstance(condition, Without)
             asked = condition.query if left_out else condition
+            span = getattr(asked, "date_span", None)
+            if dates_by_value and span is not None and not left_out:
+                dated = (catalog["date"]._rev_index.get, _within(span))
+                tests.append(lambda docid, dated=dated: dated[1](dated[0](docid)))
+                fields.append(dated)
+                continue
             values = _field_values(asked)
             name = getattr(asked, "index_name", None)
             # A date's months are asked as a set: scored at once, a word
@@ -1244,6 +1269,14 @@ def _field_values(condition):
     if type(condition) is Any:
         return set(condition._value)
     return None
+
+
+def _within(span):
+    first, end = span
+
+    def within(date):
+        return date is not None and first <= date < end
+    return within
 
 
 def _value_in(by_document, values, left_out=False):

@@ -269,6 +269,25 @@ def test_a_word_from_a_sender_between_two_dates_pages_as_an_exhaustive_scoring_r
     assert results.total_estimated and abs(results.total - len(expected)) <= len(expected) * 0.1
 
 
+@pytest.mark.parametrize("words, dates", [
+    (("ocelot",), "after:2015-01-20"), (("ocelot",), "before:2015-04-01"),
+    (("ocelot", "heron"), "after:2015-01-20"), (("ocelot",), "date:2015-01-20..2015-04-01"),
+])
+def test_a_word_between_dates_that_hold_most_of_the_mail_pages_as_an_exhaustive_scoring_ranks(app, words, dates):
+    # Such dates are tested as a sender is, by each posting's own date.
+    bounds = {"after:2015-01-20": ("2015-01-20", "2100-01-01"), "before:2015-04-01": ("2000-01-01", "2015-04-01"),
+              "date:2015-01-20..2015-04-01": ("2015-01-20", "2015-04-02")}[dates]
+    since, until = (datetime.fromisoformat(bound).replace(tzinfo=timezone.utc) for bound in bounds)
+    expected = brute_force_ranking(app, words, None, since, until)
+    assert EXACT_UP_TO < 400 < len(expected) < len(brute_force_ranking(app, words))
+    query = " ".join(words) + " " + dates
+    for start in (0, 20, 380):
+        _, ids = search(app, query, start=start, size=20)
+        assert ids == expected[start:start + 20], (query, start)
+    results, _ = search(app, query)
+    assert abs(results.total - len(expected)) <= len(expected) * 0.1
+
+
 @pytest.mark.parametrize("sender", [None, "bob@example.org"])
 def test_one_per_thread_pages_hold_each_threads_best_message_and_its_matches(app, sender):
     ranking = brute_force_ranking(app, ("ocelot",), sender)

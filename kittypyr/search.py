@@ -1014,20 +1014,22 @@ def _counted_from_activity(lists, span, conditions):
     """How many messages of ``lists`` dated in ``span`` pass ``conditions``, from the lists' counts; None when they cannot tell.
 
     They tell the messages of whole days (``ListActivity.message_count_between``),
-    and, over all time, those of some senders (``participants``) or those
-    of all but some: a message has one sender.
+    and those of some senders, or of all but some (a message has one
+    sender): over all time from ``participants``, in a span from each of
+    its days that has mail, up to SENDER_DAYS_MOST of them.
     """
     wanted, left_out = None, set()  # addresses
     for condition in conditions:
         leaves_out = isinstance(condition, Without)
         asked = condition.query if leaves_out else condition
         addresses = _field_values(asked)
-        if addresses is None or getattr(asked, "index_name", None) != "sender" or span is not None:
+        if addresses is None or getattr(asked, "index_name", None) != "sender":
             return None
         if leaves_out:
             left_out |= addresses
         else:
             wanted = addresses if wanted is None else wanted & addresses
+    counted = left_out if wanted is None else wanted - left_out
     if span is not None:
         if span[0] % DAY or span[1] % DAY:
             return None
@@ -1035,13 +1037,37 @@ def _counted_from_activity(lists, span, conditions):
     total = 0
     for mailing_list in lists:
         activity = activity_of(mailing_list)
-        written = activity.participants.get
-        if wanted is not None:
-            total += sum(written(address, 0) for address in wanted - left_out)
-            continue
-        total += mailing_list.message_count if span is None else activity.message_count_between(first, end)
-        total -= sum(written(address, 0) for address in left_out)
+        if span is None:
+            in_span = mailing_list.message_count
+            written = activity.participants.get
+        else:
+            in_span = activity.message_count_between(first, end)
+            written = _written_between(activity, first, end, len(counted)) if counted else None
+            if counted and written is None:
+                return None
+        if wanted is None:
+            total += in_span - sum(written(address, 0) for address in counted)
+        else:
+            total += sum(written(address, 0) for address in counted)
     return total
+
+
+# Days with mail times senders looked up to count senders' mail in a span.
+SENDER_DAYS_MOST = 20_000
+
+
+def _written_between(activity, first, end, senders):
+    """``written(address, default)``: the messages ``address`` wrote on the days ``[first, end)``; None past SENDER_DAYS_MOST."""
+    days = []
+    for day in activity.per_day.keys(first.isoformat(), end.isoformat(), excludemax=True):
+        days.append(day)
+        if len(days) * senders > SENDER_DAYS_MOST:
+            return None
+    by_day = activity.sender_days.get
+
+    def written(address, default):
+        return sum(by_day((day, address), 0) for day in days) or default
+    return written
 
 
 DAY = 24 * 60 * 60

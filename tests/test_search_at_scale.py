@@ -533,6 +533,9 @@ FIELDS_ONLY = [
     ("date:2015-02", lambda n: _hour("2015-02-01") <= n < _hour("2015-03-01")),
     ("after:2015-02-01 -from:cy", lambda n: n >= _hour("2015-02-01") and n % 3 != 2),
     ("before:2015-03-01 -date:2015-02", lambda n: n < _hour("2015-02-01")),
+    ("from:bob after:2015-02-01 before:2015-03-15",
+     lambda n: n % 3 == 1 and _hour("2015-02-01") <= n < _hour("2015-03-15")),
+    ("from:example.org -from:ada date:2015-01", lambda n: n % 3 != 0 and n < _hour("2015-02-01")),
 ]
 
 

@@ -17,10 +17,14 @@ threaded within itself. Where it lies in time is the layout:
   every block.
 - ``dense``: every block keeps the corpus's dates, so the list gets ten
   times as dense, each month holding ten times the threads, and each block
-  is filed among the ones before it rather than after them.
+  is filed among the ones before it rather than after them. Block k's
+  dates are moved k-1 seconds on (``apart``): ten messages sent in the
+  same second, and as many times as the corpus has messages, is no list's
+  mail, and it made every second's entry of the date index a set of its
+  own, a record written by each message (kittypyr.catalog.SparseFieldIndex).
 - ``lists``: ten lists rather than one list ten times as long: block k
   goes to a list of its own (``scale-k@``; block 1 to ``scale@``) with the
-  corpus's dates, as a site that gains lists. Every list's containers
+  corpus's dates (k-1 seconds on, as ``dense``), as a site that gains lists. Every list's containers
   stay the size of one corpus; what the lists share (the catalog, the
   people) grows. The pages timed are block 1's list's, and the storage per
   message is the whole archive's.
@@ -132,6 +136,11 @@ def block_timeline(raws, blocks):
         # Mail dated off the corpus's span goes to its block's first or last moment.
         return lambda date: block_start + (min(max(date, first), last) - first) * scale
     return moved
+
+
+def apart(block):
+    """For ``--layout dense`` and ``lists``: the date map of each block, ``block - 1`` seconds on (block 1 as it is)."""
+    return None if block == 1 else lambda date: date + timedelta(seconds=block - 1)
 
 
 def block_mail(raws, block, timeline):
@@ -286,7 +295,7 @@ def main():
     config = serving_config(folder)
     var = folder / "var"
     raws = [m.raw for m in read_mail(args.corpus)]
-    timeline = block_timeline(raws, args.blocks) if args.layout == "long" else None
+    timeline = block_timeline(raws, args.blocks) if args.layout == "long" else apart
     print(f"{len(raws)} messages in {args.corpus}, {args.blocks} blocks laid out {args.layout}; machine load "
           f"{os.getloadavg()[0]:.1f} (2 cores, shared: figures are noisy)", flush=True)
     print(f"{'block':>5} {'messages':>9} {'msg/s':>7} {'cpu s':>6} {'RSS MB':>7} {'parser MB':>10} "

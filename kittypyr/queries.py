@@ -94,6 +94,38 @@ def newest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=
     return NewestWalk(_newest_first(newest), passed, ended=True)
 
 
+def oldest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=None):
+    """The ``wanted`` oldest messages of ``mailing_lists`` that ``passes`` (docid -> bool), as a ``NewestWalk`` (oldest first).
+
+    Read from the date index from the first second of ``span`` (seconds
+    ``[first, end)``) on, which is cheap forwards: a thread's start says
+    little of its oldest message, a reply dated before it. Messages of one
+    second come in docid order. ``most``: as ``newest_passing``, counting
+    every document looked at, of other lists too.
+    """
+    catalog = archive.catalog
+    addresses = {mailing_list.address for mailing_list in mailing_lists}
+    list_of, kind_of = catalog["list"]._rev_index.get, catalog["kind"]._rev_index.get
+    first, end = span or (None, None)
+    oldest, seen, passed = [], 0, 0
+    for date, held in catalog["date"]._fwd_index.items(min=first):
+        if end is not None and date >= end:
+            break
+        if len(oldest) >= wanted:
+            return NewestWalk(oldest[:wanted], passed, ended=False)
+        if most is not None and seen > most:
+            return None
+        for docid in ((held,) if type(held) is int else sorted(held)):
+            seen += 1
+            if kind_of(docid) != "message" or list_of(docid) not in addresses:
+                continue
+            if passes is not None and not passes(docid):
+                continue
+            passed += 1
+            oldest.append(docid)
+    return NewestWalk(oldest[:wanted], passed, ended=True)
+
+
 def _by_activity(mailing_list):
     """``(-last active, thread key, list address)`` of each of the list's threads, last active first."""
     address = mailing_list.address

@@ -46,7 +46,7 @@ from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
 from kittypyr.scored import Scored, all_of, restricted, verified
 from kittypyr.snippets import SNIPPET_SCAN_CHARS, snippet
-from kittypyr.queries import newest_passing
+from kittypyr.queries import newest_passing, oldest_passing
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
 from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
@@ -887,10 +887,10 @@ def _search(archive, query, visible_lists, mlist, sort, start, size, limits, gro
     results.sort = sort
     best_only = None
     if asked.text is None:
-        newest = _newest_by_fields(archive, asked, start, size) \
-            if group == "message" and sort == "date-desc" else None
-        if newest is not None:
-            total, docids = newest
+        walked = _by_fields_in_date_order(archive, asked, start, size, sort == "date-desc") \
+            if group == "message" else None
+        if walked is not None:
+            total, docids = walked
             start = last_page_start(start, size, total)
             results.total, results.total_estimated = counted_total(total, limits)
             results.matched = total
@@ -975,25 +975,27 @@ def _filtered(archive, asked):
     return archive.catalog.query(_all_of(conditions))[1]
 
 
-# A search by fields alone, newest first, is answered from the lists'
-# threads (``kittypyr.queries.newest_passing``) for pages up to this many
-# matches deep; deeper ones are read from the date index.
-NEWEST_WALK_DEEPEST = 1_000
+# A search by fields alone in date order is answered from the lists'
+# threads newest first (``kittypyr.queries.newest_passing``), from the date
+# index oldest first (``oldest_passing``), for pages up to this many matches
+# deep; deeper ones are sorted by the catalog.
+DATE_WALK_DEEPEST = 1_000
 # Messages the walk looks at, beyond this many for each match the page
 # needs, before it gives way to the set of the matches, which are few.
 WALK_LOOKS, WALK_LOOKS_PER_MATCH = 2_000, 20
 
 
-def _newest_by_fields(archive, asked, start, size):
-    """``(total, docids)`` of a search by fields alone, newest first; None to ask the catalog.
+def _by_fields_in_date_order(archive, asked, start, size, newest_first):
+    """``(total, docids)`` of a search by fields alone in date order; None to ask the catalog.
 
     When the lists' counts tell how many messages match
     (``_counted_from_activity``), the page is taken from the newest threads
-    of the lists in scope, so that a query that finds most of a list
-    (``list:dev``, ``-from:bot``, ``after:2019``) costs a page, not the list.
+    of the lists in scope, or from the oldest dates, so that a query that
+    finds most of a list (``list:dev``, ``-from:bot``, ``after:2019``)
+    costs a page, not the list.
     """
     wanted = start + size
-    if wanted > NEWEST_WALK_DEEPEST:
+    if wanted > DATE_WALK_DEEPEST:
         return None
     lists = [archive.lists[address] for address in asked.scope if address in archive.lists]
     spans = [condition.date_span for condition in asked.conditions if getattr(condition, "date_span", None)]
@@ -1003,7 +1005,8 @@ def _newest_by_fields(archive, asked, start, size):
     if counted is None:
         return None
     passes = AllowedDocuments(archive.catalog, others).test if others else None
-    walk = newest_passing(archive, lists, wanted, passes, span, most=WALK_LOOKS + WALK_LOOKS_PER_MATCH * wanted)
+    walk = (newest_passing if newest_first else oldest_passing)(
+        archive, lists, wanted, passes, span, most=WALK_LOOKS + WALK_LOOKS_PER_MATCH * wanted)
     if walk is None:
         return None
     # Never fewer than were seen, should the counts be behind.

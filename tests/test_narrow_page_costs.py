@@ -261,3 +261,31 @@ def test_an_archive_made_before_senders_posts_were_dated_is_upgraded_from_the_ca
             transaction.abort()
     finally:
         app.registry._zodb_databases[""].close()
+
+
+@pytest.mark.parametrize("query", ["list:dev", "-from:cy3@example.org", "after:2021-06-01"])
+def test_a_search_by_fields_alone_oldest_first_reads_no_more_with_twice_the_newer_mail(tmp_path, monkeypatch, query):
+    app = make_app(tmp_path)
+
+    def write(first, count):
+        with prepare(registry=app.registry) as env:
+            mailing_list = ensure_mailing_list(env["root"], DEV)
+            for n in range(first, first + count):
+                archive_message(mailing_list, make_message(
+                    message_id=f"<n{n}@example.org>", subject=f"Topic {n // 10}", sender=("Cy", f"cy{n % 7}@example.org"),
+                    date=datetime(2021, 6, 1, tzinfo=timezone.utc) + timedelta(hours=n),
+                    in_reply_to=f"<n{n - 1}@example.org>" if n % 10 else None, body=f"Word {n}.\n"))
+            transaction.commit()
+
+    try:
+        url = f"/search?q={query}&sort=date-asc&mlist={DEV}"
+        write(0, 600)
+        page, read = read_cold(app, url, monkeypatch)
+        write(600, 600)
+        page_large, read_large = read_cold(app, url, monkeypatch)
+        shown = [int(n) for n in re.findall(r"Word (\d+)\.", _hits(page.text))]
+        assert shown == [n for n in range(25) if query != "-from:cy3@example.org" or n % 7 != 3][:20]
+        assert _hits(page.text) == _hits(page_large.text)
+        assert read_large <= read + 4, (read, read_large)
+    finally:
+        app.registry._zodb_databases[""].close()

@@ -539,12 +539,13 @@ FIELDS_ONLY = [
 ]
 
 
+@pytest.mark.parametrize("sort", ["date-desc", "date-asc"])
 @pytest.mark.parametrize("query, finds", FIELDS_ONLY, ids=[query for query, _ in FIELDS_ONLY])
-def test_a_search_by_fields_alone_pages_its_newest_matches_and_counts_them(app, query, finds):
-    expected = sorted((n for n, _ in corpus() if finds(n)), reverse=True)
+def test_a_search_by_fields_alone_pages_its_newest_or_oldest_matches_and_counts_them(app, query, finds, sort):
+    expected = sorted((n for n, _ in corpus() if finds(n)), reverse=sort == "date-desc")
     last = (len(expected) - 1) // 20 * 20
     for start in (0, 20, 380, 980, len(expected) + 500):
-        results, ids = search(app, query, sort="date-desc", start=start, size=20)
+        results, ids = search(app, query, sort=sort, start=start, size=20)
         # A page past the end is the last one.
         shown = min(start, last)
         assert [number(i) for i in ids] == expected[shown:shown + 20], (query, start)

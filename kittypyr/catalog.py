@@ -218,6 +218,16 @@ class SparseFieldIndex(CatalogFieldIndex):
         docids = self._fwd_index.get(value, ())
         return (docids,) if type(docids) is int else docids
 
+    def timsort_descending(self, docids, limit):
+        # Documents of one value newest first by docid, as nbest_descending
+        # orders them: repoze.catalog's own sort kept them in docid order,
+        # so a page 300 deep (where it sorts so) repeated some messages of
+        # one second the page before it showed, and skipped others.
+        value_of = self._rev_index.get
+        ordered = sorted(((value, docid) for docid in docids
+                          for value in (value_of(docid, _MISSING),) if value is not _MISSING), reverse=True)
+        return (docid for _, docid in itertools.islice(ordered, limit))
+
     def scan_forward(self, docids, limit=None):
         def each_docid():
             for value in self._fwd_index.values():

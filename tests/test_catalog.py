@@ -104,3 +104,23 @@ def test_reindex_rebuilds_and_sync_drops_stale_indexes(config, archive):
     del config.registry[INDEX_FACTORIES_KEY]
     sync_catalog(archive, config.registry)
     assert "subject" not in archive.catalog
+
+
+def test_a_date_sort_newest_first_orders_messages_of_one_second_alike_however_deep():
+    # Two pages of a search by date could repeat some messages of one
+    # second and skip others: the catalog's sort newest first put them in
+    # one order for a page near the front and the other past 300 deep.
+    from kittypyr.catalog import SparseFieldIndex
+
+    class Dated:
+        def __init__(self, moment):
+            self.moment = moment
+
+    index = SparseFieldIndex(lambda obj, default: obj.moment)
+    for docid in range(1, 5001):
+        index.index_doc(docid, Dated(1_600_000_000 + docid // 7))
+    docids = index.family.IF.TreeSet(range(1, 5001))
+    expected = sorted(range(1, 5001), key=lambda docid: (docid // 7, docid), reverse=True)
+    for limit in (20, 299, 300, 420, 1000, 5000):
+        assert list(index.sort(docids, reverse=True, limit=limit)) == expected[:limit], limit
+    assert list(index.sort(docids, reverse=True)) == expected

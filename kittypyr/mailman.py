@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
 from pyramid.settings import aslist
+from pyramid.traversal import resource_path
 
 from kittypyr.addresses import list_id_of  # noqa: F401 (for the modules that name it here)
 from kittypyr.msgid import message_id_hash
@@ -63,7 +64,9 @@ def message_url(request, list_address, message_id):
 
 def absolute_url(request, resource):
     """``resource``'s URL under ``kittypyr.base_url``."""
-    return base_url(request) + request.resource_path(resource).lstrip("/")
+    # The path from the root alone: the request's own resource_path starts
+    # with the path the site is served under, which base_url ends with.
+    return base_url(request) + resource_path(resource).strip("/") + "/"
 
 
 

@@ -59,6 +59,24 @@ def test_archive_answers_the_permalink_and_stores_the_message(app):
         assert archive_info(env["root"], LIST)["messages"] == 1
 
 
+@pytest.mark.parametrize("base_url", ["https://lists.example.org/archives/", ""])
+def test_served_under_a_path_the_archive_answers_the_permalink_it_serves(tmp_path, base_url):
+    # Behind a proxy at /archives/ the answer named /archives/archives/...,
+    # a 404; the permalink Mailman asks for before archiving was right.
+    application = make(tmp_path, **{"kittypyr.base_url": base_url})
+    try:
+        browser = TestApp(application, extra_environ={
+            "SCRIPT_NAME": "/archives", "HTTP_HOST": "lists.example.org", "wsgi.url_scheme": "https"})
+        raw = make_message(message_id="<p1@example.org>", subject="Under a path", body="hello\n")
+        url = f"https://lists.example.org/archives/list/{LIST}/message/{message_id_hash('<p1@example.org>')}/"
+        assert browser.get("/api/mailman/urls", {"mlist": LIST, "msgid": "p1@example.org"},
+                           headers=AUTH).json == {"url": url}
+        assert post(browser, raw).json == {"url": url}
+        assert "Under a path" in browser.get(url.removeprefix("https://lists.example.org/archives")).text
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
 def test_unreadable_mail_is_quarantined_and_answers_200(app):
     browser = TestApp(app)
     garbage = b"this is no mail at all, not one header line\n"

@@ -209,6 +209,15 @@ def test_served_under_archives_through_nginx(served, tmp_path):
         assert form.status == 200 and cookie_path(form) == "/archives"
         # The archiver API is for Mailman on loopback, never through the proxy.
         assert get(https_port, f"/archives/api/mailman/urls?mlist={LIST}", host, tls=True)[0] == 403
+        # Mailman 2's archive links, outside /archives/, reach kittypyr's answers to them.
+        assert get(https_port, "/pipermail/dev/", host, tls=True)[:2] == (301, f"{site}list/{LIST}/")
+        assert get(https_port, "/mailman/listinfo/dev", host, tls=True)[:2] == (301, f"{site}list/{LIST}/")
+        assert get(https_port, "/mailman/private/dev/", host, tls=True)[:2] == (301, f"{site}list/{LIST}/")
+        assert get(https_port, "/cgi-bin/mailman/listinfo/dev", host, tls=True)[:2] == (301, f"{site}list/{LIST}/")
+        # Redirects name the site, whatever Host a client sent, and keep the query.
+        evil = {"Host": "evil.example"}
+        assert get(http_port, "/archives/search?q=x", evil)[:2] == (301, f"https://{SITE}/archives/search?q=x")
+        assert get(https_port, "/archives?page=2", evil, tls=True)[:2] == (301, f"https://{SITE}/archives/?page=2")
     finally:
         proxy.terminate()
         proxy.wait(timeout=30)

@@ -13,6 +13,17 @@ import plaster
 import plaster_pastedeploy
 from pyramid.scripting import prepare
 
+# How the example configurations (production.ini, deploy/kittypyr.ini,
+# development.ini) begin a value to replace: kittypyr.secret once, and
+# kittypyr.archiver_key. Published with kittypyr, it opens nothing.
+EXAMPLE_VALUE_PREFIX = "change-me"
+
+
+def is_example_value(value):
+    """Whether a setting still holds an example configuration's value to replace."""
+    return value.strip().lower().startswith(EXAMPLE_VALUE_PREFIX)
+
+
 # The schemes plaster_pastedeploy's own entry points register.
 _PASTEDEPLOY_SCHEMES = frozenset({"file+ini", "pastedeploy", "pastedeploy+ini", "egg", "pastedeploy+egg"})
 

@@ -21,13 +21,16 @@ from pyramid.settings import aslist
 from pyramid.traversal import resource_path
 
 from kittypyr.addresses import list_id_of  # noqa: F401 (for the modules that name it here)
+from kittypyr.configfile import is_example_value
 from kittypyr.msgid import message_id_hash
 
 log = logging.getLogger(__name__)
 
 
 def archiver_key(registry):
-    return registry.settings.get("kittypyr.archiver_key", "")
+    """``kittypyr.archiver_key``; "" (no key opens the archiver API) when unset or still the example's."""
+    key = registry.settings.get("kittypyr.archiver_key", "").strip()
+    return "" if is_example_value(key) else key
 
 
 def key_is_valid(request):
@@ -593,6 +596,12 @@ def archive_one_at_a_time_tween_factory(handler, registry):
 
 
 def includeme(config):
+    key = config.registry.settings.get("kittypyr.archiver_key", "").strip()
+    if is_example_value(key):
+        # deploy/kittypyr.ini ships such a value: published with kittypyr,
+        # anyone who reaches the archiver API could archive with it.
+        log.warning("kittypyr.archiver_key is still the example's %r: the archiver API refuses every request "
+                    "(401) until it is set to the api_key of mailman-hyperkitty.cfg, a long random string", key)
     config.add_tween("kittypyr.mailman.list_refresh_tween_factory", over="pyramid_tm.tm_tween_factory")
     config.add_tween("kittypyr.mailman.archive_one_at_a_time_tween_factory",
                      over="pyramid_tm.tm_tween_factory")

@@ -45,6 +45,7 @@ from pyramid_zodbconn import get_connection
 from webob.cookies import make_cookie
 
 from kittypyr.bootstrap import ROOT_KEY
+from kittypyr.configfile import is_example_value
 from kittypyr.mailman import account_of, list_id_of, mailman_client  # noqa: F401 (list_id_of: for the views)
 
 log = logging.getLogger(__name__)
@@ -54,10 +55,6 @@ MEMBERSHIP_TTL = 60.0
 # After a failed lookup, try Mailman again this soon, not at every page.
 MEMBERSHIP_FAILURE_TTL = 10.0
 ROLES = ("member", "owner", "moderator")
-# How kittypyr.secret began in the example configurations (production.ini,
-# deploy/kittypyr.ini, development.ini) before they left it to the archive:
-# a value to replace, never to sign with.
-EXAMPLE_SECRET_PREFIX = "change-me"
 
 
 @dataclass(frozen=True)
@@ -495,7 +492,7 @@ def session_factory_under_prefix(**options):
 def configured_secret(settings):
     """``kittypyr.secret`` as set, or "" when it is not or holds a published example value."""
     secret = settings.get("kittypyr.secret", "").strip()
-    if secret.lower().startswith(EXAMPLE_SECRET_PREFIX):
+    if is_example_value(secret):
         # The example configurations once shipped such a value: published
         # with kittypyr, anyone could sign a session with it, as any reader
         # or administrator.

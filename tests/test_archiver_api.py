@@ -159,6 +159,22 @@ def test_no_archive_is_honoured(app):
     browser.get(f"/list/{LIST}/message/{message_id_hash('<na@example.org>')}/", status=404)
 
 
+def test_the_example_configurations_key_opens_nothing(tmp_path, caplog):
+    # The value deploy/kittypyr.ini shipped, published with kittypyr: the
+    # API archived whatever anyone who reached it sent with it.
+    example = "CHANGE-ME-as-in-mailman-hyperkitty.cfg"
+    with caplog.at_level(logging.WARNING):
+        application = make(tmp_path, **{"kittypyr.archiver_key": example})
+    try:
+        assert "kittypyr.archiver_key is still the example's" in caplog.text
+        browser = TestApp(application)
+        post(browser, make_message(message_id="<ex@example.org>"), headers={"Authorization": f"Token {example}"},
+             status=401)
+        browser.get(f"/list/{LIST}/message/{message_id_hash('<ex@example.org>')}/", status=404)
+    finally:
+        application.registry._zodb_databases[""].close()
+
+
 def test_wrong_or_missing_key_is_401(app):
     browser = TestApp(app)
     raw = make_message(message_id="<k@example.org>")

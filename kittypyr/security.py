@@ -27,6 +27,7 @@ import base64
 import functools
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import math
@@ -388,6 +389,27 @@ class LoginThrottle:
 
 
 login_throttle = LoginThrottle()
+
+
+def throttled_client(request):
+    """Whom the throttles count a request against: its client's address, an IPv6 client's /64 network.
+
+    REMOTE_ADDR, never X-Forwarded-For (which ``request.client_addr``
+    would believe from anyone): waitress puts the forwarded address there
+    only when the request comes from its trusted_proxy. One IPv6 host is
+    given a whole /64 and may send from any address in it: counted apart,
+    each would have the limits of a client of its own.
+    """
+    address = request.remote_addr or ""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 4:
+        return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.ip_network((ip, 64), strict=False))
 
 
 # Sign-ups one client address may make within the login throttle's window.

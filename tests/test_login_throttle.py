@@ -326,6 +326,14 @@ def test_guessing_across_many_accounts_closes_that_client_only(site, mailman, cl
     assert log_in(browser(site, OFFICE), READER).status_int == 303
 
 
+def test_one_ipv6_network_is_one_client_whatever_address_of_it_guesses_from(site, mailman, clock):
+    # A host is given a whole /64: counted by address, it could send each
+    # guess from a new one and never be slowed down.
+    spray(lambda attempt: browser(site, f"2001:db8:7:9::{attempt + 1:x}"))
+    assert log_in(browser(site, "2001:db8:7:9:ffff::1"), READER).status_int == 429
+    assert log_in(browser(site, "2001:db8:7:a::1"), READER).status_int == 303
+
+
 def test_x_forwarded_for_from_the_client_itself_is_not_believed(site, mailman):
     # Without a trusted proxy in front, a client naming a new address in
     # every attempt is still one client.

@@ -25,7 +25,8 @@ from kittypyr.mailman import (
     verify_address,
 )
 from kittypyr.resources import Archive, MailingList
-from kittypyr.security import User, login_throttle, memberships, sign, signup_throttle, unsign
+from kittypyr.security import (User, login_throttle, memberships, sign, signup_throttle, throttled_client,
+                               unsign)
 from kittypyr.standalone import no_accounts_page
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,7 @@ def login(context, request):
     address = request.POST.get("address", "").strip().lower()
     password = request.POST.get("password", "")
     came_from = safe_came_from(request, request.POST.get("came_from"))
-    # REMOTE_ADDR, never X-Forwarded-For (which request.client_addr would
-    # believe from anyone): waitress puts the forwarded address there only
-    # when the request comes from its trusted_proxy.
-    client = request.remote_addr
+    client = throttled_client(request)
     if not _LOGIN_ADDRESS.match(address):
         # No account is written so: nothing to ask Mailman, nothing to count.
         return _login_form(request, came_from, address, status=403,
@@ -205,14 +203,14 @@ def signup(context, request):
         # account exists and its mail is sent; do neither twice.
         return dict(_signup_form(request), sent_to=values["address"])
     counts = context.login_failures
-    wait = signup_throttle.wait_seconds(counts, request.remote_addr)
+    wait = signup_throttle.wait_seconds(counts, throttled_client(request))
     if wait:
         request.response.retry_after = wait
         return _signup_form(request, values, (
             f"Too many sign-ups from your network just now. Please try again in {math.ceil(wait / 60)} "
             f"minute(s)."), 429)
     # Counted whatever Mailman answers: asking it about addresses is what is bounded.
-    signup_throttle.signed_up(counts, request.remote_addr, values["address"])
+    signup_throttle.signed_up(counts, throttled_client(request), values["address"])
     try:
         _take_back_expired_signup(context, request.registry, values["address"])
         create_account(request.registry, values["address"], values["display_name"], password)
@@ -289,7 +287,7 @@ def confirm(context, request):
     # the mail they got would hand whoever did a confirmed account with
     # their address. Only the one who chose the password confirms; wrong
     # ones count as wrong passwords at login do.
-    failures, client = context.login_failures, request.remote_addr
+    failures, client = context.login_failures, throttled_client(request)
     # One password check of an account at a time, as for a login (see
     # LoginThrottle.checking): guesses sent together would each read the
     # failures as they were before any of them.

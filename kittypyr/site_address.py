@@ -2,10 +2,10 @@
 
 Without ``kittypyr.base_url`` they are made from the request, as Pyramid
 makes them. With it, the request's Host (or the trusted proxy's
-X-Forwarded-Host) is believed only when it names ``base_url``'s host, or
-when it is a loopback name asked from this machine (an administrator's
-``curl``, Mailman on loopback, a test); any other is replaced by
-``base_url``'s scheme and host. A client sending ``Host: evil.example``
+X-Forwarded-Host) is believed only when it is a loopback name asked from
+this machine (an administrator's ``curl``, Mailman on loopback, a test);
+any other, the site's own host in other capitals or over http too, is
+replaced by ``base_url``'s scheme and host. A client sending ``Host: evil.example``
 would otherwise get redirects, links, the API's URLs and the ids of feed
 entries (which must not change) on that host, and a cache in front could
 keep such a page for everyone. The path prefix stays the one the server
@@ -29,7 +29,9 @@ def site_address_tween_factory(handler, registry):
         configured = settings.get("kittypyr.base_url", "")
         if configured:
             scheme, host, name, port = _parts(configured)
-            if not _believed(request, name, port):
+            # The site's own host is written as base_url writes it: asked in
+            # capitals or over http it would make other links and feed ids.
+            if not _loopback_asked(request):
                 environ = request.environ
                 environ["wsgi.url_scheme"] = scheme
                 environ["HTTP_HOST"] = host
@@ -40,20 +42,15 @@ def site_address_tween_factory(handler, registry):
     return from_site_address
 
 
-def _believed(request, site_name, site_port):
-    """Whether the request's Host names the site (on its port) or, asked from this machine, a loopback name.
+def _loopback_asked(request):
+    """Whether the request's Host is a loopback name (on any port), asked from this machine.
 
     The whole Host is read: WebOb's ``domain`` cuts it at its last colon,
-    and ``lists.example.org:443@evil.example`` would pass as the site's
+    and ``127.0.0.1:6543@evil.example`` would pass as a loopback name
     while every URL made from it names evil.example.
     """
     asked = _host_and_port(request.host)
-    if asked is None:
-        return False
-    name, port = asked
-    if name == site_name:
-        return port is None or port == site_port
-    return name in _LOOPBACK_NAMES and _is_loopback(request.remote_addr)
+    return asked is not None and asked[0] in _LOOPBACK_NAMES and _is_loopback(request.remote_addr)
 
 
 # A Host as RFC 9110 has it: a name, an IPv4 address or a bracketed IPv6

@@ -150,6 +150,24 @@ def test_a_host_header_that_only_begins_with_the_sites_host_decides_no_link(app)
         assert moved.location.lower() == location + "list/dev@lists.example.org/", host
 
 
+def test_the_sites_host_asked_in_capitals_or_over_http_makes_the_sites_own_links(tmp_path):
+    # Believed as it came, LISTS.EXAMPLE.ORG or http:// made links, and the
+    # ids of feed entries, that differ from the site's own.
+    app = make_app(tmp_path, **{"kittypyr.base_url": "https://lists.example.org/"})
+    try:
+        fill(app, "dev@lists.example.org", 1)
+        site = "https://lists.example.org/list/dev@lists.example.org/"
+        feed = TestApp(app, extra_environ={"HTTP_HOST": "lists.example.org", "wsgi.url_scheme": "https"}).get(
+            "/list/dev@lists.example.org/feed/").text
+        for host, scheme in [("LISTS.EXAMPLE.ORG", "https"), ("lists.example.org", "http"),
+                             ("Lists.Example.Org:443", "https")]:
+            browser = TestApp(app, extra_environ={"HTTP_HOST": host, "wsgi.url_scheme": scheme})
+            assert browser.get("/list/DEV@lists.example.org/", status=301).location == site, (host, scheme)
+            assert browser.get("/list/dev@lists.example.org/feed/").text == feed, (host, scheme)
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 @pytest.mark.parametrize("path", ["/login", "/signup", "/logout"])
 def test_a_form_whose_body_cannot_be_read_is_answered_400(tmp_path, path):
     # multipart/form-data with no boundary: the form's token check read it

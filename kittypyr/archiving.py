@@ -139,21 +139,26 @@ def _same_mail(stored, parsed, by_mailman=False, distinct=False):
             # Mailman hands each post over as it is: another body is another
             # post (a mailer that makes its ids from the time, two in a second).
             return False
-        # Another archive's copy of the same post: Mailman 2's month files
-        # hold it decoded and its attachments scrubbed, so its body differs;
-        # its Date and sender do not. A mail reusing an id is written at
-        # another moment. The empty id names no post: two a sender wrote
-        # in one second without one are two.
-        return bool(parsed.message_id
-                    and parsed.dated_by_header and stored.dated_by_header and stored.date == parsed.date
-                    and stored.sender_address
-                    and stored.sender_address.lower() == (parsed.sender_address or "").lower())
+        return _written_alike(parsed, stored.date if stored.dated_by_header else None, stored.sender_address)
     # One short body ("+1", "Thanks!") posted twice under one Message-ID
     # is told apart by the Date each was written with: a resent or
     # re-imported copy keeps its Date header.
     if parsed.dated_by_header and stored.dated_by_header:
         return stored.date == parsed.date
     return True
+
+
+def _written_alike(parsed, date, sender_address):
+    """Whether ``parsed`` was written at ``date`` (None: no Date header said) by ``sender_address``.
+
+    Another archive's copy of the same post: Mailman 2's month files hold
+    it decoded and its attachments scrubbed, so its body differs; its Date
+    and sender do not. A mail reusing an id is written at another moment.
+    The empty id names no post: two a sender wrote in one second without
+    one are two.
+    """
+    return bool(parsed.message_id and parsed.dated_by_header and date is not None and date == parsed.date
+                and sender_address and sender_address.lower() == (parsed.sender_address or "").lower())
 
 
 # How many ids a mail reusing an archived Message-ID is tried under
@@ -183,7 +188,12 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     name = hash_of(parsed.message_id)
 
     def deleted(tombstone):
-        return not (by_mailman and tombstone.fingerprint not in (None, parsed.fingerprint))
+        # As _same_mail tells a live message's copies from another post.
+        if not by_mailman or tombstone.fingerprint in (None, parsed.fingerprint):
+            return True
+        if tombstone.by_mailman:
+            return False  # Mailman handed both over: another body is another post
+        return _written_alike(parsed, tombstone.date, tombstone.sender_address)
 
     if name in tombstones and deleted(tombstones[name]):
         return name

@@ -647,6 +647,37 @@ def test_mailman_resending_a_deleted_message_does_not_bring_it_back(tmp_path, ma
         app.registry._zodb_databases[""].close()
 
 
+def test_mailmans_copy_of_a_post_deleted_as_another_archive_kept_it_does_not_bring_it_back(tmp_path, mailman):
+    # Imported from another archive's copy (quoted-printable there), deleted,
+    # then handed over by Mailman as it was sent (8bit): its body's bytes
+    # differ, so it was taken for another post reusing the id and archived
+    # under a derived one, text and all. Alive, the two are one post.
+    from tests.test_archiver_api import make, post
+
+    head = (f"From: Bob Builder <bob@example.org>\nTo: {DEV}\nSubject: credentials\n"
+            "Date: Tue, 01 Dec 2026 10:00:00 +0000\nMessage-ID: <leak@example.org>\nMIME-Version: 1.0\n"
+            "Content-Type: text/plain; charset=utf-8\n").encode()
+    original = head + f"Content-Transfer-Encoding: 8bit\n\n{SECRET} \u2014 oops.\n".encode()
+    other_copy = head + f"Content-Transfer-Encoding: quoted-printable\n\n{SECRET} =E2=80=94 oops.\n".encode()
+    app = make(tmp_path, **{"kittypyr.admins": ADMIN, "kittypyr.base_url": "http://localhost/"})
+    try:
+        with prepare(registry=app.registry) as env:
+            archive_message(ensure_mailing_list(env["root"], DEV), other_copy)
+            transaction.commit()
+        name = message_id_hash("<leak@example.org>")
+        admin = browser(app, ADMIN)
+        admin.get(f"/list/{DEV}/message/{name}/delete").forms["moderate-form"].submit(status=303)
+        reader = TestApp(app)
+        url = post(reader, original, mlist=DEV).json["url"]
+        assert url == f"http://localhost/list/{DEV}/message/{name}/"
+        reader.get(f"/list/{DEV}/message/{name}/", status=410)
+        assert search_count(reader, SECRET) == 0
+        with prepare(registry=app.registry) as env:
+            assert len(env["root"].lists[DEV].messages) == 0
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 @pytest.mark.parametrize("who", MODERATORS)
 def test_each_list_administrator_may_do_each_operation(site, mailman, who):
     app = browser(site, who)

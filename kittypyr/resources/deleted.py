@@ -22,13 +22,25 @@ class Tombstone:
 
     # None in a tombstone made before it was kept, or a thread's.
     fingerprint = None
+    # How the message came, so that another copy of its post is told from
+    # another post reusing its id as it was while it lived
+    # (kittypyr.archiving._same_mail): from Mailman's archiver or not, the
+    # Date its header said (None: none said), its sender. None in a
+    # tombstone made before they were kept.
+    by_mailman = None
+    date = None
+    sender_address = None
 
-    def __init__(self, deleted_at=None, thread=None, parent=None, fingerprint=None):
+    def __init__(self, deleted_at=None, thread=None, parent=None, fingerprint=None, message=None):
         self.deleted_at = deleted_at or datetime.now(timezone.utc)
         self.thread = thread
         self.parent = parent
         if fingerprint is not None:
             self.fingerprint = fingerprint
+        if message is not None:
+            self.by_mailman = bool(message.by_mailman)
+            self.date = message.date if message.dated_by_header else None
+            self.sender_address = message.sender_address or None
 
     def __repr__(self):
         return f"<Tombstone {self.deleted_at.isoformat()} thread={self.thread} parent={self.parent}>"

@@ -182,14 +182,20 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     Once an administrator deleted a Message-ID, mail under it (a resent
     copy, an edited copy, a re-import) is not archived, whatever the
     content, but for another post Mailman hands over: one whose body is not
-    the deleted one's (a mailer reusing its ids) is kept under a derived id.
+    the deleted one's (a mailer reusing its ids), nor another archive's
+    copy of it (``_written_alike``), is kept under a derived id. Under the
+    empty id, which names no post, only the deleted body is.
     """
     tombstones = messages.tombstones
     name = hash_of(parsed.message_id)
 
     def deleted(tombstone):
         # As _same_mail tells a live message's copies from another post.
-        if not by_mailman or tombstone.fingerprint in (None, parsed.fingerprint):
+        if tombstone.fingerprint in (None, parsed.fingerprint):
+            return True
+        if not parsed.message_id:
+            return False  # the empty id names no post: another body is another
+        if not by_mailman:
             return True
         if tombstone.by_mailman:
             return False  # Mailman handed both over: another body is another post

@@ -173,6 +173,22 @@ def test_deleted_mail_is_not_archived_again(archive, dev):
     assert h(1) not in dev.messages and count(archive, Contains("text", "hunter2xyzzy")) == 0
 
 
+def test_a_deleted_post_without_a_message_id_leaves_the_others_without_one_archivable(archive, dev):
+    # "Message-ID: <>" names no post: once one such post was deleted, an
+    # import skipped every other one as "deleted by its administrators".
+    def without_id(n, body):
+        raw = make_message(message_id="<x>", subject=f"no id {n}", sender=BOB, date=START, body=body)
+        return raw.replace(b"Message-ID: <x>", b"Message-ID: <>")
+
+    first = store_parsed(dev, parse_message(without_id(1, "the first post without an id\n")))
+    moderation.delete_messages(dev, [first.message.__name__], ADMIN)
+    again = store_parsed(dev, parse_message(without_id(1, "the first post without an id\n")), originals=True)
+    assert again.outcome == SKIPPED and "deleted" in again.reason
+    other = store_parsed(dev, parse_message(without_id(2, "another post, other words\n")), originals=True)
+    assert other.outcome != SKIPPED, other.reason
+    assert count(archive, Contains("text", "other words")) == 1
+
+
 def test_a_late_reply_to_a_deleted_message_joins_its_thread(archive, dev):
     moderation.delete_messages(dev, [h(2)], ADMIN)
     late = archive_message(dev, mail(5, 2))

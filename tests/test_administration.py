@@ -340,6 +340,36 @@ def test_deleting_one_message(site, mailman, who):
     assert row.select_one("time")["datetime"][:10] == datetime.now(timezone.utc).date().isoformat()
 
 
+def test_pages_listing_threads_are_not_answered_unchanged_once_a_first_message_is_deleted(site, mailman):
+    # Their ETags were made of the threads' keys and readers' marks: a cache
+    # asking with the old one was told "not modified", and went on showing
+    # the deleted message's subject.
+    from kittypyr.tags import add_tag
+
+    with prepare(registry=site.registry) as env:
+        add_tag(env["root"].lists[DEV].threads[h(0)], "build", ADMIN)
+        transaction.commit()
+    reader = TestApp(site)
+    carl = [a["href"] for a in reader.get(message_url(3)).html.select("a[href*='/users/']")][0]
+    pages = [f"/list/{DEV}/threads", f"/list/{DEV}/tag/build/", urlsplit(carl).path, f"/list/{DEV}/",
+             f"/list/{DEV}/{NOW.year}/{NOW.month:02d}/"]
+    before = {}
+    for url in pages:
+        page = reader.get(url)
+        assert "Kernel build" in page.text, url
+        before[url] = page.headers["ETag"]
+    browser(site, ADMIN).get(f"{message_url(0)}delete").forms["moderate-form"].submit(status=303)
+    for url in pages:
+        page = reader.get(url, headers={"If-None-Match": before[url]})
+        assert page.status_int == 200 and "Kernel build" not in page.text, url
+    # A reply that changes no count of the page changes its order: not "unchanged" either.
+    before = reader.get(f"/list/{DEV}/threads").headers["ETag"]
+    with prepare(registry=site.registry) as env:
+        archive_message(env["root"].lists[DEV], mail(12, 10, when=NOW))
+        transaction.commit()
+    assert reader.get(f"/list/{DEV}/threads", headers={"If-None-Match": before}).status_int == 200
+
+
 def test_a_deleted_first_message_leaves_the_thread_url_in_place(site, mailman):
     app = browser(site, OWNER)
     confirm = app.get(f"{message_url(0)}delete")

@@ -245,20 +245,26 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
     name = hash_of(message_id)
     # Placed before it is added, so the catalog sees its thread at once.
     parent = _choose_parent(mailing_list, message, name, hash_of)
-    if parent is None:
-        thread = Thread()
-        message.thread = name
-    else:
+    # A reply to a deleted first message, with nothing left above it, joins
+    # the thread it was in, as the replies that came before its deletion stay.
+    left = _thread_left_by_deleted_parent(mailing_list, message, hash_of) if parent is None else None
+    if parent is not None:
         message.parent = parent.__name__
         thread = mailing_list.threads[parent.thread]
         message.thread = thread.__name__
+    elif left is not None:
+        thread = left
+        message.thread = thread.__name__
+    else:
+        thread = Thread()
+        message.thread = name
     messages.add(name, message)
     if message_id != parsed.message_id:
         messages.note_reuse(hash_of(parsed.message_id), name)
     if parsed.permalink_id and message_id == parsed.message_id:
         # Mailman's Archived-At names this hash (an odd Message-ID header).
         messages.note_permalink(message_id_hash(parsed.permalink_id), name)
-    if parent is None:
+    if parent is None and left is None:
         # Added after its first message, so its aggregates are complete
         # when the catalog indexes it.
         mailing_list.threads.add(name, thread, send_events=False)
@@ -399,6 +405,17 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
             # Broken References that would make a cycle: skip that candidate.
             continue
         return candidate
+    return None
+
+
+def _thread_left_by_deleted_parent(mailing_list, message, hash_of=message_id_hash):
+    """The live thread the first deleted message ``message`` answers was in, or None."""
+    tombstones = mailing_list.messages.tombstones
+    for candidate_id in _candidate_parents(message):
+        tombstone = tombstones.get(hash_of(candidate_id))
+        thread = mailing_list.threads.live(tombstone.thread) if tombstone is not None and tombstone.thread else None
+        if thread is not None:
+            return thread
     return None
 
 

@@ -196,6 +196,19 @@ def test_a_late_reply_to_a_deleted_message_joins_its_thread(archive, dev):
     assert h(2) not in dev.waiting_for_parent
 
 
+def test_a_late_reply_to_a_deleted_first_message_joins_its_thread_as_an_earlier_one_stays(archive, dev):
+    # Threading does not depend on arrival order: a reply to the first
+    # message that came before its deletion stays in the thread; one that
+    # came after started a thread of its own.
+    early = archive_message(dev, mail(5, 0))
+    moderation.delete_messages(dev, [h(0)], ADMIN)
+    late = archive_message(dev, mail(6, 0))
+    assert early.thread == late.thread == h(0)
+    assert early.parent is None and late.parent is None
+    assert h(6) not in dev.threads.data and dev.thread_count == 3
+    assert set(dev.threads[h(0)].members) == {h(1), h(2), h(3), h(4), h(5), h(6)}
+
+
 def test_a_sender_leaves_one_list_or_every_list(archive, dev):
     users = ensure_mailing_list(archive, OTHER)
     archive_message(users, make_message(message_id="<elsewhere@example.org>", subject="hi", sender=BOB,

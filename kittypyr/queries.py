@@ -38,16 +38,16 @@ def newest_messages(mailing_list, limit):
 
 
 @dataclass
-class NewestWalk:
-    """What ``newest_passing`` found, and how much of the lists it looked at."""
+class DateWalk:
+    """What ``newest_passing`` or ``oldest_passing`` found, and whether it looked at everything."""
 
-    docids: list  # the newest that passed, newest first
+    docids: list  # the first that passed, in the walk's order
     passed: int  # messages looked at that passed
     ended: bool  # whether every message dated in the span was looked at
 
 
 def newest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=None):
-    """The ``wanted`` newest messages of ``mailing_lists`` that ``passes`` (docid -> bool), as a ``NewestWalk``.
+    """The ``wanted`` newest messages of ``mailing_lists`` that ``passes`` (docid -> bool), as a ``DateWalk``.
 
     Read from the lists' threads in order of latest activity: a thread last
     active before the ``wanted``-th newest message found so far holds none
@@ -73,7 +73,7 @@ def newest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=
         if first is not None and last < first:
             break
         if len(newest) >= wanted and (not newest or last < newest[0][0]):
-            return NewestWalk(_newest_first(newest), passed, ended=False)
+            return DateWalk(_newest_first(newest), passed, ended=False)
         if most is not None and seen > most:
             return None
         for docid in members(key):
@@ -91,11 +91,11 @@ def newest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=
                 heapq.heappush(newest, entry)
             elif newest and entry > newest[0]:
                 heapq.heapreplace(newest, entry)
-    return NewestWalk(_newest_first(newest), passed, ended=True)
+    return DateWalk(_newest_first(newest), passed, ended=True)
 
 
 def oldest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=None):
-    """The ``wanted`` oldest messages of ``mailing_lists`` that ``passes`` (docid -> bool), as a ``NewestWalk`` (oldest first).
+    """The ``wanted`` oldest messages of ``mailing_lists`` that ``passes`` (docid -> bool), as a ``DateWalk`` (oldest first).
 
     Read from the date index from the first second of ``span`` (seconds
     ``[first, end)``) on, which is cheap forwards: a thread's start says
@@ -112,7 +112,7 @@ def oldest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=
         if end is not None and date >= end:
             break
         if len(oldest) >= wanted:
-            return NewestWalk(oldest[:wanted], passed, ended=False)
+            return DateWalk(oldest[:wanted], passed, ended=False)
         if most is not None and seen > most:
             return None
         for docid in ((held,) if type(held) is int else sorted(held)):
@@ -123,7 +123,7 @@ def oldest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=
                 continue
             passed += 1
             oldest.append(docid)
-    return NewestWalk(oldest[:wanted], passed, ended=True)
+    return DateWalk(oldest[:wanted], passed, ended=True)
 
 
 def _by_activity(mailing_list):

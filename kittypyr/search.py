@@ -21,6 +21,7 @@ in the same problem line.
 """
 
 import calendar
+import functools
 import logging
 import re
 import weakref
@@ -40,13 +41,13 @@ from kittypyr.catalog import Narrowed, docid_of, make_text_index, resources_of, 
 from kittypyr.fulltext import FullText, Unseen, ranked_without
 from kittypyr.lexicon import has_cjk_letters, split_words, words_form
 from kittypyr.msgid import message_id_hash, message_id_of_header_value
+from kittypyr.queries import newest_passing, oldest_passing
 from kittypyr.ranking import (DATE_LOOKUP_MAX, THREADS_FIRST_LOOKED, counted_total, last_page_start,
                               ordered_page, page_of_matches, page_of_threads)
 from kittypyr.resources import Message
 from kittypyr.resources.thread import month_of
 from kittypyr.scored import Scored, all_of, restricted, verified
 from kittypyr.snippets import SNIPPET_SCAN_CHARS, snippet
-from kittypyr.queries import newest_passing, oldest_passing
 from kittypyr.stats import activity_of
 from kittypyr.tags import normalize_tag, tagged_thread_keys
 from kittypyr.zones import ADDED, OWN, PATCH, QUOTED, REMOVED
@@ -983,6 +984,7 @@ DATE_WALK_DEEPEST = 1_000
 # Messages the walk looks at, beyond this many for each match the page
 # needs, before it gives way to the set of the matches, which are few.
 WALK_LOOKS, WALK_LOOKS_PER_MATCH = 2_000, 20
+DAY = 24 * 60 * 60
 
 
 def _by_fields_in_date_order(archive, asked, start, size, newest_first):
@@ -1042,16 +1044,16 @@ def _counted_from_activity(lists, span, conditions):
         activity = activity_of(mailing_list)
         if span is None:
             in_span = mailing_list.message_count
-            written = activity.participants.get
+            written = functools.partial(_count_of, activity.participants)
         else:
             in_span = activity.message_count_between(first, end)
             written = _written_between(activity, first, end, len(counted)) if counted else None
             if counted and written is None:
                 return None
         if wanted is None:
-            total += in_span - sum(written(address, 0) for address in counted)
+            total += in_span - sum(map(written, counted))
         else:
-            total += sum(written(address, 0) for address in counted)
+            total += sum(map(written, counted))
     return total
 
 
@@ -1059,8 +1061,12 @@ def _counted_from_activity(lists, span, conditions):
 SENDER_DAYS_MOST = 20_000
 
 
+def _count_of(counts, key):
+    return counts.get(key, 0)
+
+
 def _written_between(activity, first, end, senders):
-    """``written(address, default)``: the messages ``address`` wrote on the days ``[first, end)``; None past SENDER_DAYS_MOST."""
+    """``written(address)``: the messages ``address`` wrote on the days ``[first, end)``; None past SENDER_DAYS_MOST."""
     days = []
     for day in activity.per_day.keys(first.isoformat(), end.isoformat(), excludemax=True):
         days.append(day)
@@ -1068,12 +1074,10 @@ def _written_between(activity, first, end, senders):
             return None
     by_day = activity.sender_days.get
 
-    def written(address, default):
-        return sum(by_day((day, address), 0) for day in days) or default
+    def written(address):
+        return sum(by_day((day, address), 0) for day in days)
     return written
 
-
-DAY = 24 * 60 * 60
 
 
 def _all_of(conditions):
@@ -1235,9 +1239,9 @@ class AllowedDocuments:
             asked = condition.query if left_out else condition
             span = getattr(asked, "date_span", None)
             if dates_by_value and span is not None and not left_out:
-                dated = (catalog["date"]._rev_index.get, _within(span))
-                tests.append(lambda docid, dated=dated: dated[1](dated[0](docid)))
-                fields.append(dated)
+                date_of, within = catalog["date"]._rev_index.get, _within(span)
+                tests.append(lambda docid, date_of=date_of, within=within: within(date_of(docid)))
+                fields.append((date_of, within))
                 continue
             values = _field_values(asked)
             name = getattr(asked, "index_name", None)

@@ -471,6 +471,9 @@ def test_deleting_a_whole_thread(site, mailman):
     for n in range(5):
         reader.get(message_url(n), status=410)
     reader.get(f"/api/list/{DEV}/thread/{h(0)}/", status=410)
+    # Its feed and its mbox, which feed readers and scripts fetch: gone too, not "never was".
+    reader.get(f"{THREAD}t.atom", status=410)
+    reader.get(f"{THREAD}t.mbox.gz", status=410)
     assert overview_counts(reader) == ["3 messages", "2 threads"]
     started = NOW - timedelta(days=2)
     month = reader.get(f"/list/{DEV}/{started.year}/{started.month}/")

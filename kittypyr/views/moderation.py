@@ -417,6 +417,8 @@ def message_gone(context, request):
 
 
 @view_config(context=DeletedThread, renderer="kittypyr.templates:gone.pt")
+@view_config(context=DeletedThread, name="t.atom", renderer="kittypyr.templates:gone.pt")
+@view_config(context=DeletedThread, name="t.mbox.gz", renderer="kittypyr.templates:gone.pt")
 def thread_gone(context, request):
     request.response.status = 410
     return {"what": "thread", "mailing_list": context.mailing_list, "thread": None,

@@ -385,13 +385,8 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
     # long as the thread is deep.
     archived = name in messages
     for candidate_id in _candidate_parents(message):
-        candidate_name = hash_of(candidate_id)
+        candidate_name = _held_as(messages, candidate_id, hash_of)
         candidate = messages.get(candidate_name)
-        if candidate is None:
-            # Held by the message whose odd Message-ID header Mailman's
-            # permalink names so: the message a reader of a copy replied to.
-            candidate_name = messages.permalink_target(candidate_name) or candidate_name
-            candidate = messages.get(candidate_name)
         if candidate is None and candidate_name in messages.tombstones:
             # Deleted: it will never arrive. Its replies hang below what is left above it.
             candidate = surviving_ancestor(messages, candidate_name)
@@ -408,11 +403,23 @@ def _choose_parent(mailing_list, message, name, hash_of=message_id_hash):
     return None
 
 
+def _held_as(messages, candidate_id, hash_of=message_id_hash):
+    """The name the message of ``candidate_id`` is kept (or was deleted) under.
+
+    Its hash; or the message whose odd Message-ID header Mailman's
+    permalink names so: the message a reader of a copy replied to.
+    """
+    name = hash_of(candidate_id)
+    if name in messages:
+        return name
+    return messages.permalink_target(name) or name
+
+
 def _thread_left_by_deleted_parent(mailing_list, message, hash_of=message_id_hash):
     """The live thread the first deleted message ``message`` answers was in, or None."""
-    tombstones = mailing_list.messages.tombstones
+    messages = mailing_list.messages
     for candidate_id in _candidate_parents(message):
-        tombstone = tombstones.get(hash_of(candidate_id))
+        tombstone = messages.tombstones.get(_held_as(messages, candidate_id, hash_of))
         thread = mailing_list.threads.live(tombstone.thread) if tombstone is not None and tombstone.thread else None
         if thread is not None:
             return thread

@@ -110,7 +110,7 @@ def _delete_one(mailing_list, message, thread, now, registry=None):
     stop_waiting(mailing_list, message)
     # Unindexed and uncounted by the subscribers to ObjectWillBeRemoved.
     messages.remove(name)
-    messages.tombstones[name] = Tombstone(now, thread.__name__, parent, message.fingerprint, message)
+    messages.tombstones[name] = Tombstone(now, thread.__name__, parent, message)
     if message.attachments:
         mailing_list.attachment_count.change(-len(message.attachments))
 

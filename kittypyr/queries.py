@@ -115,7 +115,8 @@ def oldest_passing(archive, mailing_lists, wanted, passes=None, span=None, most=
             return DateWalk(oldest[:wanted], passed, ended=False)
         if most is not None and seen > most:
             return None
-        for docid in ((held,) if type(held) is int else sorted(held)):
+        # A second's docids are kept in order (a sorted tuple, a set).
+        for docid in ((held,) if type(held) is int else held):
             seen += 1
             if kind_of(docid) != "message" or list_of(docid) not in addresses:
                 continue

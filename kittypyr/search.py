@@ -745,11 +745,11 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
         return found
     scope = [a for a in visible_lists if mlist is None or a == mlist.lower()]
     if parsed.lists:
-        scope = [a for a in scope if any(a == w or a.split("@")[0] == w for w in parsed.lists)]
+        scope = [a for a in scope if _named(a, parsed.lists)]
     if not scope:
         return found
     for without in parsed.without:
-        scope = [a for a in scope if not any(a == w or a.split("@")[0] == w for w in without.lists)]
+        scope = [a for a in scope if not _named(a, without.lists)]
     if not scope:
         return found
     base = Eq("kind", "message") & Any("list", scope)
@@ -771,6 +771,11 @@ def message_query(archive, query, visible_lists, mlist=None, limits=DEFAULT_LIMI
     found.catalog_query = catalog_query
     found.has_text = bool(parsed.groups)
     return found
+
+
+def _named(address, names):
+    """Whether ``list:`` ``names`` name the list ``address``, whole or by its part before the @."""
+    return any(address == name or address.split("@")[0] == name for name in names)
 
 
 class Without(Query):
@@ -999,10 +1004,9 @@ def _by_fields_in_date_order(archive, asked, start, size, newest_first):
     wanted = start + size
     if wanted > DATE_WALK_DEEPEST:
         return None
-    lists = [archive.lists[address] for address in asked.scope if address in archive.lists]
-    spans = [condition.date_span for condition in asked.conditions if getattr(condition, "date_span", None)]
+    lists = _lists_in(archive, asked.scope)
+    span = _date_span(asked.conditions)
     others = [condition for condition in asked.conditions if not getattr(condition, "date_span", None)]
-    span = (max(first for first, _ in spans), min(end for _, end in spans)) if spans else None
     counted = _counted_from_activity(lists, span, others)
     if counted is None:
         return None
@@ -1042,18 +1046,18 @@ def _counted_from_activity(lists, span, conditions):
     total = 0
     for mailing_list in lists:
         activity = activity_of(mailing_list)
-        if span is None:
-            in_span = mailing_list.message_count
-            written = functools.partial(_count_of, activity.participants)
-        else:
-            in_span = activity.message_count_between(first, end)
-            written = _written_between(activity, first, end, len(counted)) if counted else None
-            if counted and written is None:
+        written = 0  # by the senders counted
+        if counted:
+            by_sender = (functools.partial(_count_of, activity.participants) if span is None
+                         else _written_between(activity, first, end, len(counted)))
+            if by_sender is None:
                 return None
-        if wanted is None:
-            total += in_span - sum(map(written, counted))
+            written = sum(map(by_sender, counted))
+        if wanted is not None:
+            total += written
         else:
-            total += sum(map(written, counted))
+            in_span = mailing_list.message_count if span is None else activity.message_count_between(first, end)
+            total += in_span - written
     return total
 
 
@@ -1077,7 +1081,6 @@ def _written_between(activity, first, end, senders):
     def written(address):
         return sum(by_day((day, address), 0) for day in days)
     return written
-
 
 
 def _all_of(conditions):
@@ -1157,12 +1160,10 @@ def _keeps_most(archive, asked):
     With another field (a sender) the two tests of each posting, cold,
     read more of the indexes than the sets do.
     """
-    spans = [condition.date_span for condition in asked.conditions if getattr(condition, "date_span", None)]
-    if not spans or len(spans) < len(asked.conditions):
+    if not asked.conditions or not all(getattr(condition, "date_span", None) for condition in asked.conditions):
         return False
-    lists = [archive.lists[address] for address in asked.scope if address in archive.lists]
-    span = (max(first for first, _ in spans), min(end for _, end in spans))
-    kept = _counted_from_activity(lists, span, [])
+    lists = _lists_in(archive, asked.scope)
+    kept = _counted_from_activity(lists, _date_span(asked.conditions), [])
     return kept is not None and 2 * kept >= sum(mailing_list.message_count for mailing_list in lists)
 
 
@@ -1260,8 +1261,7 @@ class AllowedDocuments:
                 sets.append(held)
                 self.walkable = False
         self._tests = tests
-        spans = [condition.date_span for condition in conditions if getattr(condition, "date_span", None)]
-        self.date_span = (max(first for first, _ in spans), min(end for _, end in spans)) if spans else None
+        self.date_span = _date_span(conditions)
         # A set's membership is the cheaper test: asked first.
         self._batch_tests = [(lambda docids, held=held: map(held, docids)) for held in sets] + [
             (lambda docids, value_of=value_of, wanted=wanted: map(wanted, map(value_of, docids)))
@@ -1293,6 +1293,17 @@ class AllowedDocuments:
         if self._every is None:
             self._every = _as_scored(self.catalog.query(_all_of(self.conditions))[1]).docids
         return self._every
+
+
+def _date_span(conditions):
+    """The seconds ``[first, end)`` that every date condition of ``conditions`` keeps, or None when none is a date."""
+    spans = [condition.date_span for condition in conditions if getattr(condition, "date_span", None)]
+    return (max(first for first, _ in spans), min(end for _, end in spans)) if spans else None
+
+
+def _lists_in(archive, scope):
+    """The lists of the addresses ``scope`` that the archive has."""
+    return [archive.lists[address] for address in scope if address in archive.lists]
 
 
 def _field_values(condition):

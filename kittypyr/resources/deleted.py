@@ -31,13 +31,12 @@ class Tombstone:
     date = None
     sender_address = None
 
-    def __init__(self, deleted_at=None, thread=None, parent=None, fingerprint=None, message=None):
+    def __init__(self, deleted_at=None, thread=None, parent=None, message=None):
         self.deleted_at = deleted_at or datetime.now(timezone.utc)
         self.thread = thread
         self.parent = parent
-        if fingerprint is not None:
-            self.fingerprint = fingerprint
         if message is not None:
+            self.fingerprint = message.fingerprint
             self.by_mailman = bool(message.by_mailman)
             self.date = message.date if message.dated_by_header else None
             self.sender_address = message.sender_address or None

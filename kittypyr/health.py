@@ -16,11 +16,14 @@ in this order (each step's repairs are what the next one sees):
 5. the catalog: every live message and thread in every index, with the
    field values its discriminators give, and no docid of anything else;
    of the text index, the high postings each group of a large word's
-   chunks keeps (``kittypyr.fulltext.split_high``) against its chunks.
+   chunks keeps (``kittypyr.fulltext.split_high``) against its chunks;
+6. votes: each message's tally against the live messages, and the
+   threads' totals and senders' reputations against the tallies.
 
 Repairs touch only what disagrees: a thread is recounted, a list's
 aggregates recounted from its messages, a document indexed or unindexed
-alone, a group of chunks split again; nothing is reindexed whole.
+alone, a group of chunks split again, the votes' totals recounted from
+the tallies; nothing is reindexed whole.
 """
 
 import collections
@@ -40,6 +43,7 @@ from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import ROOTS, month_of
 from kittypyr.stats import ListActivity, activity_of, rank_of, rebuild_activity
+from kittypyr.votes import rebuild_totals
 from kittypyr.wording import counted
 
 log = logging.getLogger(__name__)
@@ -94,6 +98,7 @@ class Checker:
         self.check_catalog()
         self.check_high_postings()
         self.check_list_postings()
+        self.check_votes()
         return self.findings
 
     # --- threads ------------------------------------------------------------
@@ -299,6 +304,58 @@ class Checker:
                            f"{counted(count, 'post')}, and no message of theirs there")
                 if self.repair:
                     self.people_to_rebuild = True
+
+    # --- votes ----------------------------------------------------------------
+
+    def check_votes(self):
+        """The votes kept for each message against the live messages, and the totals against them.
+
+        A vote cast while an administrator deleted its message commits
+        beside the deletion (they write different records): the message's
+        tally outlives it, or the totals keep the vote the deletion took out.
+        """
+        archive = self.archive
+        kept = getattr(archive, "votes", None)
+        if kept is None:
+            return
+        lists = archive.lists
+        thread_totals, sender_totals = collections.Counter(), collections.Counter()
+        wrong = False
+        for (list_address, name), tally in kept.tallies.items():
+            mailing_list = lists.get(list_address)
+            message = mailing_list.messages.get(name) if mailing_list is not None else None
+            if message is None:
+                self.found("votes", f"/list/{list_address}/message/{name}/",
+                           f"{counted(tally.up() + tally.down(), 'vote')} kept for a message not in the archive")
+                wrong = True
+                continue
+            if tally.thread != message.thread:
+                self.found("votes", resource_path(message),
+                           f"its votes are counted in thread {tally.thread}, not in its own {message.thread}")
+                wrong = True
+            score = tally.score
+            if score:
+                thread_totals[(list_address, message.thread)] += score
+                if tally.sender:
+                    sender_totals[(tally.sender, list_address)] += score
+        people = getattr(archive, "people", None)
+        for kind, totals, expected in (("thread", kept.threads, thread_totals),
+                                       ("sender", kept.senders, sender_totals)):
+            have = {key: counter() for key, counter in totals.items() if counter()}
+            for key in sorted(set(have) | set(expected)):
+                if have.get(key, 0) == expected.get(key, 0):
+                    continue
+                if kind == "thread":
+                    where = f"/list/{key[0]}/thread/{key[1]}/"
+                else:
+                    person_id, list_address = key
+                    shown = people.addresses.get(person_id, person_id) if people is not None else person_id
+                    where = f"/list/{list_address}/ ({shown})"
+                self.found("votes", where, f"the {kind}'s total of votes is {have.get(key, 0)}, "
+                                           f"its messages' votes add up to {expected.get(key, 0)}")
+                wrong = True
+        if wrong and self.repair:
+            rebuild_totals(archive)
 
     # --- document map -------------------------------------------------------
 

@@ -8,10 +8,11 @@ from pyramid.scripting import prepare
 from pyramid.traversal import find_resource, resource_path
 from webtest import TestApp
 
-from kittypyr import moderation
+from kittypyr import moderation, votes
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.catalog import docid_of
 from kittypyr.msgid import message_id_hash
+from kittypyr.readers import reader_for
 from kittypyr.resources import Message
 from kittypyr.resources.deleted import Tombstone
 from kittypyr.security import User
@@ -193,6 +194,13 @@ def lost_list_posting(archive, mailing_list):
     index._scopes[LIST]._remove_posting(wid, mailing_list.messages.data[h(0)].catalog_docid)
 
 
+def vote_outliving_its_message(archive, mailing_list):
+    # What a vote cast while its message was being deleted leaves: the
+    # message's tally, and its score in the thread's and sender's totals.
+    votes.cast_vote(archive, reader_for(archive, "keen@example.org", create=True), mailing_list.messages[h(1)], 1)
+    archive.votes.tallies[(LIST, h(5))] = archive.votes.tallies.pop((LIST, h(1)))
+
+
 DAMAGE = {
     "a message missing from the catalog": (unindex_message, f"catalog: /list/{LIST}/message/{h(1)}: missing"),
     "a message unknown to the catalog": (forget_message, f"catalog: /list/{LIST}/message/{h(2)}: not catalogued"),
@@ -219,6 +227,10 @@ DAMAGE = {
     "text UTF-7 left halved": (halved_by_utf7, f"{h(0)}: its subject and sender's name and text hold half of a"
                                                " UTF-16 pair"),
     "an address longer than any": (overlong_address, f"{h(1)}: its sender's address is 413 characters long"),
+    "a vote outliving its message": (vote_outliving_its_message, f"votes: /list/{LIST}/message/{h(5)}/: 1 vote"
+                                                                 " kept for a message not in the archive"),
+    "a thread's total of votes": (vote_outliving_its_message, "the thread's total of votes is 1, its messages' "
+                                                              "votes add up to 0"),
     "a list's postings": (lost_list_posting, f"the postings of 1 list(s) disagree with the index's, e.g. '{LIST}'"),
 }
 

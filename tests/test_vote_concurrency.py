@@ -16,13 +16,16 @@ import pytest
 import transaction
 from BTrees.Length import Length
 from pyramid.scripting import prepare
+from pyramid.threadlocal import manager as threadlocal_manager
 from ZODB.POSException import ConflictError
 
-from kittypyr import main, votes
+from kittypyr import main, moderation, votes
 from kittypyr.archiving import archive_message, ensure_mailing_list
 from kittypyr.bootstrap import ROOT_KEY
+from kittypyr.health import check_archive
 from kittypyr.msgid import message_id_hash
 from kittypyr.readers import reader_for
+from kittypyr.security import User
 from tests.mailbuilder import make_message
 from tests.test_app import make_app
 
@@ -204,3 +207,73 @@ def test_new_voters_and_first_votes_through_a_shared_storage(tmp_path, shared_st
         assert total == 2 * VOTERS + 1 and reputation == 2 * VOTERS + 1
     finally:
         db.close()
+
+
+def race(db, registry, vote_first_committed, earlier_vote):
+    """A reader votes up message 1 while an administrator deletes it, both from their own connection.
+
+    Both read the archive before either commits; ``vote_first_committed``
+    says whose commit comes first. ``earlier_vote``: someone voted on the
+    message before, so its counters exist already.
+    """
+    if earlier_vote:
+        with prepare(registry=registry) as env:
+            archive = env["root"]
+            votes.cast_vote(archive, reader_for(archive, "early@example.org", create=True), message(archive, 1), 1)
+            transaction.commit()
+    voting, deleting = transaction.TransactionManager(), transaction.TransactionManager()
+    voter_connection = db.open(transaction_manager=voting)
+    admin_connection = db.open(transaction_manager=deleting)
+    # The subscribers that keep the catalog and the counts, as in a request.
+    threadlocal_manager.push({"registry": registry, "request": None})
+    try:
+        voting.begin()
+        deleting.begin()
+        archive = voter_connection.root()[ROOT_KEY]
+        votes.cast_vote(archive, reader_for(archive, "late@example.org", create=True), message(archive, 1), 1)
+        archive = admin_connection.root()[ROOT_KEY]
+        moderation.delete_messages(archive.lists[LIST], [message(archive, 1).__name__],
+                                   User("mod@example.org", "Mod"), registry=registry)
+        for manager in (voting, deleting) if vote_first_committed else (deleting, voting):
+            manager.commit()
+    finally:
+        threadlocal_manager.pop()
+        voter_connection.close()
+        admin_connection.close()
+
+
+def standing(db):
+    """``(thread total of message 0's thread, Bea's reputation)``: what pages show."""
+    connection = db.open()
+    try:
+        archive = connection.root()[ROOT_KEY]
+        first = message(archive, 0)
+        thread = archive.lists[LIST].threads[first.thread]
+        person = archive.people.person_id(first.sender_address)
+        return votes.thread_score(archive, thread), votes.reputation(archive, person, [LIST])
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("earlier_vote", [False, True], ids=["first-vote", "later-vote"])
+@pytest.mark.parametrize("vote_first_committed", [False, True], ids=["deletion-first", "vote-first"])
+def test_a_vote_racing_the_deletion_of_its_message_is_found_and_dropped_by_check(app, vote_first_committed,
+                                                                                earlier_vote):
+    db = app.registry._zodb_databases[""]
+    with prepare(registry=app.registry) as env:
+        archive = env["root"]
+        # A vote on the message that stays, counted before and after.
+        votes.cast_vote(archive, reader_for(archive, "keen@example.org", create=True), message(archive, 0), 1)
+        transaction.commit()
+    race(db, app.registry, vote_first_committed, earlier_vote)
+
+    with prepare(registry=app.registry) as env:
+        findings, _ = check_archive(env["root"], app.registry, repair=True)
+        transaction.commit()
+    # Only the vote on the message that stays counts, in its thread and for its sender.
+    assert standing(db) == (1, 1)
+    with prepare(registry=app.registry) as env:
+        assert check_archive(env["root"], app.registry)[0] == []
+        # Whatever the race left over is gone, not merely outvoted.
+        assert [key[1] for key in env["root"].votes.tallies.keys()] == [message(env["root"], 0).__name__]
+    assert findings == [] or all(finding.part == "votes" for finding in findings)

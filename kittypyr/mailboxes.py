@@ -30,6 +30,8 @@ _CHUNK = 1 << 20
 
 # How much of a file (decompressed) is looked at to decide what it is.
 _SNIFF_BYTES = 1 << 16
+# Compressed bytes given to the decompressor at a time while sniffing.
+_SNIFF_STEP = 1 << 9
 
 # How each compression a file may come in starts, and a decompressor of one
 # of its members (gzip) or streams (bzip2, xz): files joined with `cat`
@@ -353,6 +355,8 @@ class _Decompressing:
         self._decompressor = None  # None between members
         self._pending = b""  # compressed bytes not yet given to the decompressor
         self._error = None
+        # Damage found within an input whose good part was given first.
+        self._damage = None
         self._eof = False
         self._member_output = 0  # bytes the current member has given so far (checked, for bzip2)
         self._members_done = 0
@@ -376,6 +380,8 @@ class _Decompressing:
         got = 0
         try:
             while got < size and not self._eof:
+                if self._damage is not None:
+                    raise self._damage
                 decompressor = self._decompressor
                 if decompressor is None:
                     if not self._pending:
@@ -430,7 +436,25 @@ class _Decompressing:
         # bzip2 and xz can make gigabytes of a few kilobytes: no more than
         # was asked for at a time; they keep the rest of their input. gzip
         # makes at most about a thousand times its input.
-        return _decompressed(decompressor, self._pending, most)
+        if not hasattr(decompressor, "copy"):
+            return _decompressed(decompressor, self._pending, most)
+        before = decompressor.copy()
+        try:
+            return _decompressed(decompressor, self._pending, most)
+        except _CorruptData as exc:
+            # gzip: what this input held before its damage, read again a
+            # little at a time (the messages before it are whole); the
+            # damage is raised at the next read.
+            good = []
+            try:
+                for at in range(0, len(self._pending), _SNIFF_STEP):
+                    good.append(_decompressed(before, self._pending[at:at + _SNIFF_STEP]))
+            except _CorruptData:
+                pass
+            if not any(good):
+                raise
+            self._damage = exc
+            return b"".join(good)
 
 
 def _decompressed(decompressor, data, most=-1):
@@ -483,10 +507,19 @@ def _sample(path):
             return head, None
         head += fh.read(_SNIFF_BYTES * 3)
     name, new_decompressor = compression
+    decompressor = new_decompressor()
+    content = bytearray()
+    # A little at a time: damage within these first bytes keeps what came
+    # before it, which the reader then reads up to the damage.
     try:
-        return new_decompressor().decompress(head, _SNIFF_BYTES), compression
+        for at in range(0, len(head), _SNIFF_STEP):
+            content += decompressor.decompress(head[at:at + _SNIFF_STEP])
+            if len(content) >= _SNIFF_BYTES or getattr(decompressor, "eof", False):
+                break
     except (zlib.error, OSError, lzma.LZMAError) as exc:
-        raise MailSourceError(path, f"not a readable {name} file ({exc})") from exc
+        if not content:
+            raise MailSourceError(path, f"not a readable {name} file ({exc})") from exc
+    return bytes(content[:_SNIFF_BYTES]), compression
 
 
 # What some editors put first in a UTF-8 file: no part of its first message.

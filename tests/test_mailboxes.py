@@ -433,6 +433,24 @@ def test_truncated_gzip_missing_only_the_trailer(tmp_path):
     assert got == [messages[0]]
 
 
+def test_a_gzip_file_damaged_near_its_start_gives_the_messages_before_the_damage(tmp_path):
+    # Small files, a Pipermail month say, are damaged within the first
+    # bytes read to tell what a file is.
+    messages = [_message(n, os.urandom(200).hex().encode() + b"\n") for n in range(1, 41)]
+    compressed = bytearray(gzip.compress(_mbox(*messages)))
+    at = len(compressed) // 4
+    compressed[at:at + 20] = bytes(20)
+    path = _write(tmp_path, "damaged.mbox.gz", bytes(compressed))
+
+    got = []
+    with pytest.raises(MailSourceError, match="damaged.mbox.gz"):
+        for mail in read_mail(path):
+            got.append(mail.raw)
+
+    assert 0 < len(got) < len(messages)
+    assert got == messages[: len(got)]
+
+
 def test_corrupt_gzip(tmp_path):
     path = _write(tmp_path, "bad.mbox.gz", b"\x1f\x8b" + b"\xff" * 64)
 

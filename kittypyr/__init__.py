@@ -104,6 +104,11 @@ def main(global_config, **settings):
         config.include("pyramid_chameleon")
         config.include("pyramid_tm")
         config.include("pyramid_retry")
+        from kittypyr.backup import blobs_without_storage
+
+        orphaned = blobs_without_storage(settings.get("zodbconn.uri", ""))
+        if orphaned is not None:
+            raise StorageUnopened(f"kittypyr: {orphaned}.")
         try:
             config.include("pyramid_zodbconn")
         except LockError:

@@ -47,6 +47,27 @@ def file_storage_of(uri):
     return FileStoragePaths(Path(unquote(parts.path)), Path(blob_dir) if blob_dir else None)
 
 
+def blobs_without_storage(uri):
+    """Why the storage ``uri`` names must not be made anew, or None: its blob folder holds an archive's attachments.
+
+    A ``file://`` storage whose ``Data.fs`` is missing while its blob folder
+    holds blobs (``Data.fs`` moved away before a restore, a slip in
+    zodbconn.uri) would otherwise be created empty, and its first pack
+    would delete every blob that empty storage does not know.
+    """
+    try:
+        paths = file_storage_of(uri)
+    except BackupRefused:
+        return None
+    if paths.blob_dir is None or paths.data_fs.exists() or not paths.blob_dir.is_dir():
+        return None
+    if not any(name.endswith(".blob") for _, _, names in os.walk(paths.blob_dir) for name in names):
+        return None
+    return (f"{paths.blob_dir} holds the attachments of an archive, but {paths.data_fs} does not exist: put that "
+            "archive's Data.fs back, restore it (kittypyr restore), or correct zodbconn.uri; a new, empty storage "
+            "there would delete those attachments at its first pack")
+
+
 def _repozo(*args):
     result = subprocess.run([str(REPOZO), *args], capture_output=True, text=True)
     if result.returncode != 0:

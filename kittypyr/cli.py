@@ -121,13 +121,15 @@ def _storage_schemes():
     return {entry.name for entry in entry_points(group="zodburi.resolvers")}
 
 
-def storage_problem(config):
+def storage_problem(config, creates_storage=True):
     """Why the embedded storage ``config`` names cannot be opened, said with what to do; None when it can.
 
     Only a ``file://`` storage is looked at: its folder must exist and be
     writable, since opening it takes a lock file there and may upgrade it.
+    ``creates_storage``: whether the command may make the archive (an
+    import may); one that works on an archive asks for one.
     """
-    from kittypyr.backup import file_storage_of
+    from kittypyr.backup import blobs_without_storage, file_storage_of
 
     uri = app_settings(config)["zodbconn.uri"].strip()
     scheme = urlsplit(uri).scheme
@@ -154,6 +156,12 @@ def storage_problem(config):
         if path is not None and path.exists() and not os.access(path, os.W_OK):
             return (f"{path} is not writable for this user: run the command as the user the web server "
                     "runs as, or give this user write access to it")
+    orphaned = blobs_without_storage(uri)
+    if orphaned is not None:
+        return orphaned
+    if not creates_storage and not paths.data_fs.exists():
+        return (f"there is no archive at {paths.data_fs}: correct zodbconn.uri in {config}, or make the archive "
+                "first (kittypyr import, or the web server's first start)")
     return None
 
 
@@ -556,7 +564,7 @@ def build_parser():
     p.add_argument("--subject-prefix", default=None, metavar="PREFIX",
                    help="what the list put before every subject, e.g. '[Dev] ', left out of the subjects "
                         "stored (default: Mailman's, as it last said; '' for none)")
-    p.set_defaults(func=command_import)
+    p.set_defaults(func=command_import, creates_storage=True)
 
     p = commands.add_parser("reindex",
                             help="rebuild the catalog, lists' statistics, senders' counts and vote totals")
@@ -568,7 +576,7 @@ def build_parser():
 
     p = commands.add_parser("sync", help="fetch every list's details, owners and moderators from Mailman")
     p.add_argument("config")
-    p.set_defaults(func=command_sync)
+    p.set_defaults(func=command_sync, creates_storage=True)
 
     p = commands.add_parser("pack", help="remove deleted mail and old revisions from the storage files")
     p.add_argument("config")
@@ -683,7 +691,7 @@ def _run(argv):
     _print_file_names_as_they_are()
     problem = config_problem(args.config)
     if problem is None and getattr(args, "opens_storage", True):
-        problem = storage_problem(args.config)
+        problem = storage_problem(args.config, getattr(args, "creates_storage", False))
     if problem is not None:
         print(f"kittypyr {args.command}: {problem}", file=sys.stderr)
         return 2

@@ -195,3 +195,43 @@ def test_a_restore_date_before_the_first_backup_names_the_first(tmp_path, origin
     restored = kittypyr("restore", write_config(copy), tmp_path / "backups", "--date", first)
     assert restored.returncode == 0, restored.stderr
     assert (copy / "var" / "Data.fs").exists()
+
+
+def blob_files(folder):
+    return sorted(path.name for path in (folder / "var" / "blobs").rglob("*.blob"))
+
+
+@pytest.mark.parametrize("command", ["pack", "check", "info", "reindex", "import"])
+def test_attachments_whose_storage_is_missing_are_not_given_a_new_empty_one(tmp_path, original, command):
+    # What moving Data.fs away before a restore, or a slip in zodbconn.uri,
+    # leaves: the blobs of an archive with no storage. A new, empty storage
+    # there would delete them all at its first pack.
+    folder, config = original
+    import_mail(folder, config, 0, 4)
+    kept = blob_files(folder)
+    assert len(kept) == 4
+    (folder / "var" / "Data.fs").rename(folder / "var" / "Data.fs.moved")
+
+    arguments = [LIST, folder / "mail-0.mbox"] if command == "import" else []
+    refused = kittypyr(command, config, *arguments)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "holds the attachments of an archive, but" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (folder / "var" / "Data.fs").exists()
+    assert blob_files(folder) == kept
+
+    with pytest.raises(SystemExit, match="holds the attachments of an archive"):
+        get_app(str(config))
+
+    (folder / "var" / "Data.fs.moved").rename(folder / "var" / "Data.fs")
+    assert pages(config)[PAGES[6]] == (200, b"reading 3\n" * 50)
+
+
+@pytest.mark.parametrize("command", ["pack", "check", "info", "reindex", "quarantine", "remove-list"])
+def test_commands_on_an_archive_ask_for_one_where_there_is_none(tmp_path, original, command):
+    folder, config = original
+    arguments = [LIST] if command == "remove-list" else []
+    refused = kittypyr(command, config, *arguments)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "there is no archive at" in refused.stderr
+    assert not (folder / "var" / "Data.fs").exists()

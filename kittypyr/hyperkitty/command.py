@@ -48,4 +48,4 @@ def add_command(commands):
     p.add_argument("--report", default=None, metavar="FILE",
                    help="write the summary to FILE too, naming every message, vote and tag skipped "
                         f"(on the screen: the first {LISTED_ON_SCREEN} of each kind)")
-    p.set_defaults(func=command_import_hyperkitty)
+    p.set_defaults(func=command_import_hyperkitty, creates_storage=True)

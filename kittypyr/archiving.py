@@ -32,8 +32,9 @@ from kittypyr.events import (
     notify,
 )
 from kittypyr.mail import parse_message
-from kittypyr.msgid import message_id_hash
+from kittypyr.msgid import message_id_hash, writing_of
 from kittypyr.resources import MailingList, Message, Thread
+from kittypyr.resources.deleted import Tombstone
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,12 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, dis
             return None, existing
     elif _same_mail(existing, parsed, by_mailman, distinct):
         return None, existing
+    # Another post already kept under a derived id, come again in another
+    # form (its derived id is made of its bytes, which differ).
+    for kept in messages.reusing(name):
+        existing = messages.get(kept)
+        if existing is not None and _same_mail(existing, parsed, by_mailman, distinct):
+            return None, existing
     for derived in _reuse_ids(parsed):
         derived_name = message_id_hash(derived)
         if derived_name in tombstones:
@@ -139,7 +146,7 @@ def _same_mail(stored, parsed, by_mailman=False, distinct=False):
             # Mailman hands each post over as it is: another body is another
             # post (a mailer that makes its ids from the time, two in a second).
             return False
-        return _written_alike(parsed, stored.date if stored.dated_by_header else None, stored.sender_address)
+        return _written_alike(parsed, written_as(stored))
     # One short body ("+1", "Thanks!") posted twice under one Message-ID
     # is told apart by the Date each was written with: a resent or
     # re-imported copy keeps its Date header.
@@ -148,17 +155,31 @@ def _same_mail(stored, parsed, by_mailman=False, distinct=False):
     return True
 
 
-def _written_alike(parsed, date, sender_address):
-    """Whether ``parsed`` was written at ``date`` (None: no Date header said) by ``sender_address``.
+def written_as(stored):
+    """``writing_of`` a stored message, or what a tombstone kept of it."""
+    if isinstance(stored, Tombstone):
+        return stored.writing
+    return writing_of(stored.date if stored.dated_by_header else None, stored.sender_address, stored.subject)
+
+
+def _written_alike(parsed, writing):
+    """Whether ``parsed`` was written as ``writing`` (``writing_of``) says: when, by whom, about what.
 
     Another archive's copy of the same post: Mailman 2's month files hold
-    it decoded and its attachments scrubbed, so its body differs; its Date
-    and sender do not. A mail reusing an id is written at another moment.
-    The empty id names no post: two a sender wrote in one second without
-    one are two.
+    it decoded and its attachments scrubbed, so its body differs; its Date,
+    sender and subject do not. A mail reusing an id is written at another
+    moment, or by another sender, or about another subject (a robot that
+    makes its ids from the second it reports in). Mail without a Date
+    header is told by its sender and subject alone. The empty id names no
+    post: two a sender wrote in one second without one are two.
     """
-    return bool(parsed.message_id and parsed.dated_by_header and date is not None and date == parsed.date
-                and sender_address and sender_address.lower() == (parsed.sender_address or "").lower())
+    if writing is None or not parsed.message_id:
+        return False
+    date, sender, subject = writing
+    date_said = parsed.date if parsed.dated_by_header else None
+    _, parsed_sender, parsed_subject = writing_of(None, parsed.sender_address,
+                                                  None if subject is None else parsed.subject)
+    return sender is not None and sender == parsed_sender and subject == parsed_subject and date == date_said
 
 
 # How many ids a mail reusing an archived Message-ID is tried under
@@ -199,7 +220,7 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
             return True
         if tombstone.by_mailman:
             return False  # Mailman handed both over: another body is another post
-        return _written_alike(parsed, tombstone.date, tombstone.sender_address)
+        return _written_alike(parsed, tombstone.writing)
 
     if name in tombstones and deleted(tombstones[name]):
         return name
@@ -210,6 +231,12 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
         for derived in map(message_id_hash, _reuse_ids(parsed)):
             if derived in tombstones and deleted(tombstones[derived]):
                 return derived
+        # Or it was, in another form: deleted if it is that post again.
+        for kept in messages.reusing(name):
+            tombstone = tombstones.get(kept)
+            if tombstone is not None and (tombstone.fingerprint == parsed.fingerprint
+                                          or _written_alike(parsed, tombstone.writing)):
+                return kept
     return None
 
 

@@ -211,6 +211,15 @@ class Checker:
         if again and self.repair:
             delete_messages(mailing_list, again, CHECK_ACTOR,
                             reason="kittypyr check: deleted earlier, still present", registry=self.registry)
+        in_clear = [name for name, tombstone in messages.tombstones.items()
+                    if tombstone.digested() is not tombstone]
+        if in_clear:
+            self.found("tombstones", resource_path(mailing_list),
+                       f"{counted(len(in_clear), 'deleted message')} kept with the sender's address in the clear;"
+                       " --repair keeps a digest of it instead")
+            if self.repair:
+                for name in in_clear:
+                    messages.tombstones[name] = messages.tombstones[name].digested()
         for key in [key for key in threads.tombstones.keys() if key in threads.data]:
             # The live thread's messages have no tombstones: they are what stands.
             self.found("tombstones", resource_path(threads.data[key]),

@@ -201,6 +201,14 @@ def vote_outliving_its_message(archive, mailing_list):
     archive.votes.tallies[(LIST, h(5))] = archive.votes.tallies.pop((LIST, h(1)))
 
 
+def tombstone_in_the_clear(archive, mailing_list):
+    # As tombstones were made for a while: the sender's address and Date as they were.
+    kept = mailing_list.messages.tombstones[h(5)]
+    kept.__dict__.pop("_writing", None)
+    kept.sender_address, kept.date = "person5@example.org", START + timedelta(days=5)
+    mailing_list.messages.tombstones[h(5)] = kept
+
+
 DAMAGE = {
     "a message missing from the catalog": (unindex_message, f"catalog: /list/{LIST}/message/{h(1)}: missing"),
     "a message unknown to the catalog": (forget_message, f"catalog: /list/{LIST}/message/{h(2)}: not catalogued"),
@@ -221,6 +229,8 @@ DAMAGE = {
     "a sender's dated posts": (lost_dated_post, "person2@example.org: 1 post and 0 dated instead of 1"),
     "posts in a list the sender never wrote to": (posts_of_nobody, "person1@example.org: 4 posts, and no message"),
     "a deleted message still present": (live_tombstones, f"{h(4)}: deleted, yet still in the archive"),
+    "a tombstone keeping a sender's address": (tombstone_in_the_clear, "1 deleted message kept with the sender's"
+                                                                       " address in the clear"),
     "a live thread marked deleted": (live_tombstones, "marked deleted, yet it has live messages"),
     "a group of chunks' high postings": (wrong_high_postings, "text index 'text': 1 group(s) of chunks whose high "
                                                               "postings disagree with the chunks"),

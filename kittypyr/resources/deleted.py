@@ -5,11 +5,14 @@ inside its container's BTree (not an object of its own, not a ``Message``),
 so nothing counts, indexes or renders it; it only lets the old URL answer
 410 Gone with a link to the conversation, and keeps the Message-ID hash
 from being archived again. A message's keeps the digest of its body (its
-``fingerprint``, never shown), so that another post Mailman hands over
-under that Message-ID is told from the deleted one coming back.
+``fingerprint``, never shown), and the moment its Date header said with
+digests of its sender's address and subject, so that another post under
+that Message-ID is told from the deleted one coming back in another form.
 """
 
 from datetime import datetime, timezone
+
+from kittypyr.msgid import writing_of
 
 
 class Tombstone:
@@ -24,10 +27,13 @@ class Tombstone:
     fingerprint = None
     # How the message came, so that another copy of its post is told from
     # another post reusing its id as it was while it lived
-    # (kittypyr.archiving._same_mail): from Mailman's archiver or not, the
-    # Date its header said (None: none said), its sender. None in a
-    # tombstone made before they were kept.
+    # (kittypyr.archiving._same_mail): from Mailman's archiver or not, and
+    # ``kittypyr.msgid.writing_of`` it (its Date, digests of its sender and
+    # subject). None in a tombstone made before they were kept.
     by_mailman = None
+    _writing = None
+    # Kept in the clear by tombstones made before the digests were
+    # (``kittypyr check --repair`` keeps digests instead: ``digested``).
     date = None
     sender_address = None
 
@@ -38,8 +44,23 @@ class Tombstone:
         if message is not None:
             self.fingerprint = message.fingerprint
             self.by_mailman = bool(message.by_mailman)
-            self.date = message.date if message.dated_by_header else None
-            self.sender_address = message.sender_address or None
+            self._writing = writing_of(message.date if message.dated_by_header else None, message.sender_address,
+                                       message.subject)
+
+    def digested(self):
+        """This tombstone, keeping digests where it kept its sender's address and Date in the clear."""
+        if "sender_address" not in vars(self):
+            return self
+        kept = Tombstone(self.deleted_at, self.thread, self.parent)
+        kept.fingerprint, kept.by_mailman, kept._writing = self.fingerprint, self.by_mailman, self.writing
+        return kept
+
+    @property
+    def writing(self):
+        """``writing_of`` the deleted message, None if it is not known (a subject of None: not kept)."""
+        if self._writing is None and self.sender_address is not None:
+            return writing_of(self.date, self.sender_address, None)
+        return self._writing
 
     def __repr__(self):
         return f"<Tombstone {self.deleted_at.isoformat()} thread={self.thread} parent={self.parent}>"

@@ -197,8 +197,10 @@ def _prepared_policy(archive, registry, list_address, policy):
         mailing_list.policy_known = True
         mailing_list.policy_reason = "as given by --policy"
         return f"list {list_address}: now {policy}, as given by --policy{unread}"
-    return f"list {list_address}: {mailing_list.archive_policy}" + (
-        f", {mailing_list.policy_reason}" if mailing_list.policy_reason else "")
+    reason = mailing_list.policy_reason
+    if reason == "as given by --policy":
+        reason = "as an earlier import's --policy gave it"
+    return f"list {list_address}: {mailing_list.archive_policy}" + (f", {reason}" if reason else "")
 
 
 def _commit_prepared_list(env, list_address, policy, subject_prefix=None, attempts=5):

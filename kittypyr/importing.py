@@ -110,6 +110,8 @@ class FileReport:
     skipped_at: dict = field(default_factory=dict)
     failed: list = field(default_factory=list)  # (position, reason)
     doubtful: list = field(default_factory=list)  # (position, where and why), see RawMail.doubts
+    # Duplicates whose bytes differ from the archived post's: (position, its Message-ID).
+    other_text: list = field(default_factory=list)
     error: str = ""
     # Messages with no date of their own, dated by the message before them, or at the import.
     dated_by_previous: int = 0
@@ -190,6 +192,12 @@ class ImportReport:
                 lines.append(f"doubtful split: {report.path}, message {position}, {doubt}")
             if more:
                 lines.append(f"doubtful split: {more} more in {report.path}")
+            if report.other_text:
+                shown, more = named(report.other_text)
+                which = ", ".join(f"message {report.message(position)}: {message_id}" for position, message_id in shown)
+                lines.append(f"duplicates: {len(report.other_text)} in {report.path} with other text than the post"
+                             " archived under its Message-ID, Date, sender and subject, taken for another archive's"
+                             f" copy of it ({which}{f' and {more} more' if more else ''})")
             undated = "no usable Date, Received or envelope date"
             if report.dated_by_previous:
                 count = report.dated_by_previous
@@ -626,6 +634,8 @@ class Importer:
                     continue
                 if outcome == DUPLICATE:
                     file_report.duplicates += 1
+                    if reason:
+                        file_report.other_text.append((parsed.position, reason))
                     continue
                 file_report.skipped[reason] += 1
                 file_report.skipped_at.setdefault(reason, []).append(parsed.position)
@@ -656,7 +666,12 @@ class Importer:
                 broken[index] = f"could not be stored: {exc!r}"
                 self.tm.abort()
                 return None
-            outcomes[index] = (result.outcome, result.reason)
+            reason = result.reason
+            if result.outcome == DUPLICATE and result.message is not None \
+                    and result.message.fingerprint != parsed.mail.fingerprint:
+                # Said in the summary: it may be another post after all.
+                reason = result.message.message_id
+            outcomes[index] = (result.outcome, reason)
             for observer in self.observers:
                 observer.stored(mailing_list, parsed, result)
         return outcomes

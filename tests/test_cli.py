@@ -368,6 +368,9 @@ def test_import_says_which_policy_a_new_list_got_and_why(tmp_path, config):
     assert f"list {LIST}: now private, as given by --policy" in result.stdout
     # Without Mailman nobody logs in: a private list is one nobody reads, which the summary says.
     assert "nobody can read it" in result.stdout and "kittypyr.mailman_url" in result.stdout
+    # Said again by the next import, which gave none.
+    result = kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+    assert f"list {LIST}: private, as an earlier import's --policy gave it" in result.stdout
 
 
 def test_a_new_list_is_private_while_mailman_cannot_say(tmp_path):

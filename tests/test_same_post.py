@@ -18,6 +18,7 @@ from kittypyr import moderation
 from kittypyr.archiving import ensure_mailing_list, store_parsed
 from kittypyr.mail import parse_message
 from kittypyr.security import User
+from tests.functional import kittypyr, mbox_bytes, write_config
 from tests.mailbuilder import make_message, text_part
 from tests.test_app import make_app
 
@@ -128,3 +129,19 @@ def test_a_deleted_posts_tombstone_keeps_no_word_of_it(site):
     # What it keeps still tells the post again in another form.
     archive(site, post(FIRST, cte="quoted-printable", footer=FOOTER))
     assert stored(site) == []
+
+
+def test_an_import_names_the_copies_it_took_for_posts_archived_with_other_text(tmp_path):
+    config = write_config(tmp_path)
+    first = tmp_path / "list.mbox"
+    first.write_bytes(mbox_bytes([post(FIRST, message_id=f"<m{n}@example.org>", date=WHEN.replace(second=n))
+                                  for n in range(3)]))
+    kittypyr("import", config, LIST, first, "--policy", "public", "--quiet", check=True)
+    # Pipermail's month file of the same posts: the second with a footer.
+    copies = tmp_path / "2021-March.txt"
+    copies.write_bytes(mbox_bytes([post(FIRST, message_id=f"<m{n}@example.org>", date=WHEN.replace(second=n),
+                                        footer=FOOTER if n == 1 else "") for n in range(3)]))
+    result = kittypyr("import", config, LIST, copies, "--quiet", check=True)
+    assert "read 3, archived 0, duplicates 3" in result.stdout
+    assert (f"duplicates: 1 in {copies} with other text than the post archived under its Message-ID, Date, sender "
+            "and subject, taken for another archive's copy of it (message 2: m1@example.org)") in result.stdout

@@ -375,6 +375,10 @@ def command_remove_list(args):
                   f" ({'its lists: ' + shown if known else 'it has no list'})", file=sys.stderr)
             return 2
         held = f"{counted(len(mailing_list.messages), 'message')} in {counted(len(mailing_list.threads), 'thread')}"
+        quarantined = [number for number, mail in archive.quarantine.items() if mail.list_address == list_address]
+        if quarantined:
+            # Tried again, it would make the list anew.
+            held += f", and {counted(len(quarantined), 'message')} held in the quarantine"
         if not args.yes:
             print(f"{list_address} holds {held}; nothing removed. To remove the list and all its mail from the "
                   f"archive, run again with --yes (`kittypyr backup` keeps a copy first).")
@@ -382,6 +386,8 @@ def command_remove_list(args):
         # Its messages and threads leave the catalog, the people's counts
         # and the votes as the list goes (the removal's subscribers).
         archive.lists.remove(list_address)
+        for number in quarantined:
+            archive.quarantine.remove(number)
         archive.audit_log.add(AuditEntry("remove-list", "kittypyr remove-list", None, (list_address,),
                                          f"Removed the list with its {held}", reason=args.reason or ""))
         transaction.manager.commit()

@@ -953,6 +953,46 @@ def test_remove_list_asks_for_yes_then_removes_the_list_and_all_it_holds(tmp_pat
         db.close()
 
 
+def test_what_was_deleted_from_a_removed_list_stays_deleted_when_the_list_is_made_again(tmp_path, config):
+    from pyramid.paster import get_app
+    from pyramid.scripting import prepare
+    from webtest import TestApp
+
+    from kittypyr import moderation
+    from kittypyr.msgid import message_id_hash
+    from kittypyr.security import User
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(10)))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", "--policy", "public", check=True)
+    deleted = message_id_hash("<cli3@example.org>")
+    app = get_app(str(config))
+    try:
+        with prepare(registry=app.registry) as env:
+            moderation.delete_messages(env["root"].lists[LIST], [deleted], User("admin@example.org", "Admin"),
+                                       registry=app.registry)
+            env["root"].quarantine.hold(LIST, b"not mail at all", "unreadable")
+            transaction.commit()
+    finally:
+        app.registry._zodb_databases[""].close()
+
+    removed = kittypyr("remove-list", config, LIST, "--yes")
+    assert "and 1 message held in the quarantine" in removed.stdout, removed.stdout
+    # The list made again from the same mailbox, by an import or by Mailman.
+    again = kittypyr("import", config, LIST, mbox, "--workers", "0", "--policy", "public", check=True)
+    assert "read 10, archived 9" in again.stdout and "deleted from the archive by its administrators" in again.stdout
+    app = get_app(str(config))
+    try:
+        browser = TestApp(app)
+        browser.get(f"/list/{LIST}/message/{deleted}/", status=410)
+        assert "Body of message 3." not in browser.get("/search", params={"q": "message"}).text
+        with prepare(registry=app.registry) as env:
+            assert len(env["root"].quarantine) == 0
+    finally:
+        app.registry._zodb_databases[""].close()
+    assert kittypyr("check", config).returncode == 0
+
+
 def test_a_file_with_a_doubt_on_every_line_names_twenty_and_the_report_every_one(tmp_path, config):
     # A message whose body a damaged copy filled with bare envelope lines:
     # each one a doubtful split, kept in the message.

@@ -16,7 +16,34 @@ from kittypyr.resources.quarantine import Quarantine
 
 
 class MailingLists(Container):
-    """All archived lists, keyed by posting address (lower case)."""
+    """All archived lists, keyed by posting address (lower case).
+
+    A removed list's deletions (its deleted messages' tombstones, and the
+    ids the mail reusing a Message-ID was kept under) are kept in
+    ``deletions_of_removed`` and given back to a list made again under its
+    address: what its administrators deleted stays deleted, whether its
+    mail comes back from an import or from Mailman.
+    """
+
+    # Address -> (tombstones, reused) of a removed list: made with the first.
+    deletions_of_removed = None
+
+    def add(self, name, resource, send_events=True):
+        kept = None if self.deletions_of_removed is None else self.deletions_of_removed.get(name)
+        if kept is not None:
+            del self.deletions_of_removed[name]
+            messages = resource.messages
+            messages.tombstones, messages.reused = kept
+        return super().add(name, resource, send_events)
+
+    def remove(self, name, send_events=True):
+        mailing_list = super().remove(name, send_events)
+        messages = mailing_list.messages
+        if len(messages.tombstones):
+            if self.deletions_of_removed is None:
+                self.deletions_of_removed = OOBTree()
+            self.deletions_of_removed[name] = (messages.tombstones, messages.reused)
+        return mailing_list
 
     def __getitem__(self, name):
         """The list named ``name``; for an address in other case, a ListAlias leading to it.

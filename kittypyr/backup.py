@@ -71,8 +71,35 @@ def blobs_without_storage(uri):
 def _repozo(*args):
     result = subprocess.run([str(REPOZO), *args], capture_output=True, text=True)
     if result.returncode != 0:
-        raise BackupRefused(f"repozo failed: {(result.stderr or result.stdout).strip()}")
+        said = (result.stderr or result.stdout).strip()
+        # A Python traceback's last line says what went wrong.
+        refused = BackupRefused(f"repozo failed: {said.splitlines()[-1] if said else result.returncode}")
+        refused.detail = said.splitlines()[-1] if said else f"exit status {result.returncode}"
+        raise refused
     return result
+
+
+def _missing_from_chain(repository, date=None):
+    """The name of a file a restore as of ``date`` reads that is not in ``repository``, or None.
+
+    repozo restores from the files it finds, by their names: without one
+    of its increments it would write a broken storage, or an older state,
+    and say nothing. Each full backup's ``.dat`` lists its increments.
+    """
+    # Names compare as text, as repozo compares them with --date.
+    listings = [path for path in sorted(repository.glob("*.dat")) if date is None or path.stem <= date]
+    if not listings:
+        return None
+    for line in listings[-1].read_text().splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        name = Path(fields[0]).name
+        if date is not None and Path(name).stem > date:
+            break
+        if not (repository / name).exists():
+            return name
+    return None
 
 
 def _blob_files(folder):
@@ -166,6 +193,10 @@ def restore(paths, folder, date=None):
         # repozo would say only "No files in repository before" the date.
         raise BackupRefused(f"the first backup in {folder} was made at {first} (UTC, yyyy-mm-dd-hh-mm-ss): "
                             f"give --date {first} or later")
+    missing = _missing_from_chain(repository, date)
+    if missing is not None:
+        raise BackupRefused(f"{missing}, which the backup lists, is missing from {repository}: restore as of an "
+                            "earlier date (--date), or from another backup")
     try:
         paths.data_fs.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -177,7 +208,20 @@ def restore(paths, folder, date=None):
     except LockError:
         raise BackupRefused(f"{paths.data_fs} is in use by another process: stop the web server first")
     try:
-        _repozo("-R", "-r", str(repository), "-o", str(paths.data_fs), *(["-D", date] if date else []))
+        try:
+            # Each file checked against the digest the backup noted of it.
+            _repozo("-R", "--with-verify", "-r", str(repository), "-o", str(paths.data_fs),
+                    *(["-D", date] if date else []))
+        except BackupRefused as refused:
+            lock.close()
+            for partial in (paths.data_fs, *(paths.data_fs.with_name(paths.data_fs.name + end)
+                                             for end in (".part", ".index", ".lock"))):
+                partial.unlink(missing_ok=True)
+            if " instead of " in refused.detail:  # repozo's word for a size or checksum that differs
+                raise BackupRefused(f"the backup in {folder} does not hold what the backup wrote, and nothing was"
+                                    " restored: restore as of an earlier date (--date), or from another backup"
+                                    f" ({refused.detail})") from None
+            raise BackupRefused(f"nothing was restored: {refused.detail}") from None
         restored = 0
         if paths.blob_dir is not None and (Path(folder) / "blobs").is_dir():
             restored = _copy_new(Path(folder) / "blobs", paths.blob_dir)

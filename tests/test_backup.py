@@ -1,5 +1,6 @@
 """``kittypyr backup`` / ``kittypyr restore``: a restored archive serves the same pages as the original."""
 
+import gzip
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -235,3 +236,57 @@ def test_commands_on_an_archive_ask_for_one_where_there_is_none(tmp_path, origin
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "there is no archive at" in refused.stderr
     assert not (folder / "var" / "Data.fs").exists()
+
+
+def three_backups(folder, config, backups):
+    """A full backup and two increments, each of three more messages; the repository's files by kind, in order."""
+    for first in (0, 3, 6):
+        import_mail(folder, config, first, 3)
+        kittypyr("backup", config, backups, check=True)
+    files = sorted((backups / "filestorage").iterdir())
+    return [path for path in files if path.suffix == ".fsz"], [path for path in files if path.suffix == ".deltafsz"]
+
+
+def alter(path):
+    """Change one byte of what the compressed ``path`` holds, compressed again as it was."""
+    content = bytearray(gzip.decompress(path.read_bytes()))
+    content[len(content) // 2] ^= 0xFF
+    path.write_bytes(gzip.compress(bytes(content)))
+
+
+@pytest.mark.parametrize("harm", ["the middle increment missing", "the last increment missing",
+                                  "an increment altered"])
+def test_a_restore_from_a_backup_missing_or_altering_a_file_is_refused_and_leaves_nothing(tmp_path, original,
+                                                                                         harm):
+    folder, config = original
+    backups = tmp_path / "backups"
+    _, increments = three_backups(folder, config, backups)
+    assert len(increments) == 2
+    if harm == "the middle increment missing":
+        increments[0].unlink()
+        said = f"{increments[0].name}, which the backup lists, is missing"
+    elif harm == "the last increment missing":
+        increments[1].unlink()
+        said = f"{increments[1].name}, which the backup lists, is missing"
+    else:
+        alter(increments[0])
+        said = "does not hold what the backup wrote"
+    target = tmp_path / "restored"
+    target.mkdir()
+    copy_config = write_config(target)
+
+    refused = kittypyr("restore", copy_config, backups)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert said in refused.stderr and "Traceback" not in refused.stderr
+    assert sorted(path.name for path in (target / "var").iterdir() if path.name.startswith("Data.fs")) == []
+
+
+def test_a_restore_to_a_date_needs_only_the_files_up_to_it(tmp_path, original):
+    folder, config = original
+    backups = tmp_path / "backups"
+    _, increments = three_backups(folder, config, backups)
+    increments[1].unlink()
+    (tmp_path / "restored").mkdir()
+    copy_config = write_config(tmp_path / "restored")
+    kittypyr("restore", copy_config, backups, "--date", increments[0].stem, check=True)
+    assert '"messages": 6' in kittypyr("info", copy_config, "--json", check=True).stdout

@@ -160,15 +160,23 @@ def backup(paths, folder, full=False):
     """
     if not paths.data_fs.exists():
         raise BackupRefused(f"there is no storage at {paths.data_fs} to back up")
+    if paths.blob_dir is None or not paths.blob_dir.is_dir():
+        # The attachments would be left out while the backup said done.
+        raise BackupRefused(_no_blob_folder(paths, "backed up"))
     repository = _backup_repository(Path(folder))
     before = set(repository.iterdir())
     _repozo("-B", "-Q", "-z", "-r", str(repository), "-f", str(paths.data_fs), *(["-F"] if full else []))
     made = set(repository.iterdir()) - before
     kind = "full" if any(path.suffix in (".fs", ".fsz") for path in made) else "incremental"
-    copied = 0
-    if paths.blob_dir is not None and paths.blob_dir.is_dir():
-        copied = _copy_new(paths.blob_dir, Path(folder) / "blobs")
-    return kind, copied
+    return kind, _copy_new(paths.blob_dir, Path(folder) / "blobs")
+
+
+def _no_blob_folder(paths, done):
+    if paths.blob_dir is None:
+        return (f"zodbconn.uri names no blob folder (blobstorage_dir), where an archive keeps its attachments:"
+                f" they would not be {done}; add blobstorage_dir to it")
+    return (f"the blob folder {paths.blob_dir} is not there, where zodbconn.uri says the archive keeps its"
+            f" attachments: they would not be {done}; correct blobstorage_dir in zodbconn.uri")
 
 
 def restore(paths, folder, date=None):
@@ -193,6 +201,8 @@ def restore(paths, folder, date=None):
         # repozo would say only "No files in repository before" the date.
         raise BackupRefused(f"the first backup in {folder} was made at {first} (UTC, yyyy-mm-dd-hh-mm-ss): "
                             f"give --date {first} or later")
+    if paths.blob_dir is None and (Path(folder) / "blobs").is_dir():
+        raise BackupRefused(_no_blob_folder(paths, "restored"))
     missing = _missing_from_chain(repository, date)
     if missing is not None:
         raise BackupRefused(f"{missing}, which the backup lists, is missing from {repository}: restore as of an "

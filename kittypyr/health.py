@@ -9,6 +9,7 @@ in this order (each step's repairs are what the next one sees):
 1. threads: each thread's member set, count, reply tree and aggregates
    against the messages that name it; a message naming no live thread;
    a thread no message names;
+   and each attachment's (and large original's) blob file;
 2. tombstones: a deleted message or thread that is live again;
 3. lists' aggregates (``kittypyr.stats``) and attachment counts, and each
    sender's post count and dated posts per list (``kittypyr.people``);
@@ -33,6 +34,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from pyramid.traversal import find_resource, resource_path
+from ZODB.blob import Blob
+from ZODB.POSException import POSKeyError
 from repoze.catalog.indexes.field import CatalogFieldIndex
 
 from kittypyr.catalog import docid_of, index_resource, keeps_docid
@@ -47,6 +50,9 @@ from kittypyr.votes import rebuild_totals
 from kittypyr.wording import counted
 
 log = logging.getLogger(__name__)
+
+# Parts whose findings no repair can mend (the bytes are gone): the check says so, and fails.
+UNREPAIRABLE = ("files",)
 
 # The deletions check completes are signed so in the audit log.
 CHECK_ACTOR = SimpleNamespace(address="kittypyr-check", name="kittypyr check --repair")
@@ -109,6 +115,7 @@ class Checker:
         messages = mailing_list.messages
         for message in messages.values():
             self.counts["messages"] += 1
+            self._check_files(message)
             self._check_writable(mailing_list, message)
             self._check_address(message)
             named[message.thread].append(message)
@@ -131,6 +138,20 @@ class Checker:
                 self.found("threads", where, "; ".join(problems))
                 if self.repair:
                     thread.recount(messages)
+
+    def _check_files(self, message):
+        """The blob files of the message's attachments and large original: each must be in the blob folder."""
+        kept = [(f"attachment {attachment.index} ({attachment.filename or 'no name'})", attachment.blob)
+                for attachment in message.attachments]
+        if isinstance(message.original, Blob):
+            kept.append(("its original", message.original))
+        for what, blob in kept:
+            try:
+                blob.committed()
+            except POSKeyError:
+                # Lost by a copy, a backup or a restore: only a backup has the bytes.
+                self.found("files", resource_path(message), f"{what}: its file is missing from the blob folder;"
+                                                            " restore it from a backup", repaired=False)
 
     def _check_writable(self, mailing_list, message):
         """Text no page can write out: half of a UTF-16 pair, which UTF-7 mail was decoded to before it was refused."""

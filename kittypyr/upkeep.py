@@ -29,7 +29,7 @@ def _opened(config, command):
 
 
 def command_check(args):
-    from kittypyr.health import check_archive
+    from kittypyr.health import UNREPAIRABLE, check_archive
 
     opened = _opened(args.config, "check")
     if opened is None:
@@ -55,11 +55,16 @@ def command_check(args):
     if not findings:
         print(f"{checked}: everything agrees")
         return 0
-    if args.repair:
-        print(f"{checked}: {len(findings)} problems found and repaired")
-        return 0
-    print(f"{checked}: {len(findings)} problems found; `kittypyr check {args.config} --repair` mends them")
-    return 1
+    beyond_repair = [finding for finding in findings if finding.part in UNREPAIRABLE]
+    mendable = len(findings) - len(beyond_repair)
+    said = []
+    if mendable:
+        said.append(f"{counted(mendable, 'problem')} found and repaired" if args.repair else
+                    f"{counted(mendable, 'problem')} found; `kittypyr check {args.config} --repair` mends them")
+    if beyond_repair:
+        said.append(f"{counted(len(beyond_repair), 'problem')} found that no repair mends")
+    print(f"{checked}: {'; '.join(said)}")
+    return 0 if args.repair and not beyond_repair else 1
 
 
 def command_quarantine(args):

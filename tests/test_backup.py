@@ -290,3 +290,42 @@ def test_a_restore_to_a_date_needs_only_the_files_up_to_it(tmp_path, original):
     copy_config = write_config(tmp_path / "restored")
     kittypyr("restore", copy_config, backups, "--date", increments[0].stem, check=True)
     assert '"messages": 6' in kittypyr("info", copy_config, "--json", check=True).stdout
+
+
+def test_check_names_an_attachment_whose_file_is_gone(tmp_path, original):
+    # What a backup or restore that lost a file leaves: the message, and no bytes for its attachment.
+    folder, config = original
+    import_mail(folder, config, 0, 3)
+    assert kittypyr("check", config).returncode == 0
+    lost = sorted((folder / "var" / "blobs").rglob("*.blob"))[1]
+    lost.unlink()
+
+    found = kittypyr("check", config)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "its file is missing from the blob folder" in found.stdout
+    assert "--repair` mends them" not in found.stdout and "restore it from a backup" in found.stdout
+    # Nothing a repair can mend: it says so, and fails.
+    repaired = kittypyr("check", config, "--repair")
+    assert repaired.returncode == 1 and "1 problem found that no repair mends" in repaired.stdout
+
+
+def test_a_backup_or_restore_that_would_leave_the_attachments_out_is_refused(tmp_path, original):
+    folder, config = original
+    import_mail(folder, config, 0, 2)
+    kittypyr("backup", config, tmp_path / "backups", check=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "mistyped").mkdir()
+    without_blobs = write_config(tmp_path / "elsewhere", uri=f"file://{folder}/var/Data.fs")
+    refused = kittypyr("backup", without_blobs, tmp_path / "other-backups")
+    assert refused.returncode == 2 and "names no blob folder (blobstorage_dir)" in refused.stderr
+    mistyped = write_config(tmp_path / "mistyped",
+                            uri=f"file://{folder}/var/Data.fs?blobstorage_dir={folder}/var/blobz")
+    refused = kittypyr("backup", mistyped, tmp_path / "other-backups")
+    assert refused.returncode == 2 and f"the blob folder {folder}/var/blobz is not there" in refused.stderr
+
+    target = tmp_path / "restored"
+    target.mkdir()
+    restored_without_blobs = write_config(target, uri=f"file://{target}/var/Data.fs")
+    refused = kittypyr("restore", restored_without_blobs, tmp_path / "backups")
+    assert refused.returncode == 2 and "they would not be restored" in refused.stderr
+    assert not (target / "var" / "Data.fs").exists()

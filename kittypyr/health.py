@@ -8,8 +8,8 @@ in this order (each step's repairs are what the next one sees):
 
 1. threads: each thread's member set, count, reply tree and aggregates
    against the messages that name it; a message naming no live thread;
-   a thread no message names;
-   and each attachment's (and large original's) blob file;
+   a thread no message names; each attachment's (and large original's)
+   blob file;
 2. tombstones: a deleted message or thread that is live again;
 3. lists' aggregates (``kittypyr.stats``) and attachment counts, and each
    sender's post count and dated posts per list (``kittypyr.people``);

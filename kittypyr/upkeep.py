@@ -87,11 +87,12 @@ def command_quarantine(args):
                 print(f"kittypyr quarantine: cannot save into {args.save} ({exc.strerror}): "
                       "give a folder this user can write to; nothing was dropped", file=sys.stderr)
                 return 2
-        if args.retry:
-            _retry_held(env["root"], env["registry"])
+        # Dropped first: what is dropped is not tried again.
         for number in numbers:
             quarantine.remove(number)
             print(f"dropped {number}")
+        if args.retry:
+            _retry_held(env["root"], env["registry"])
         transaction.manager.commit()
         _list_held(quarantine)
     return 0

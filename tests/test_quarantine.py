@@ -54,6 +54,19 @@ def test_held_mail_is_listed_saved_tried_again_and_dropped(tmp_path):
         app.registry._zodb_databases[""].close()
 
 
+def test_what_is_dropped_is_not_tried_again_and_the_rest_is(tmp_path):
+    config = held_archive(tmp_path)
+    said = kittypyr("quarantine", config, "--retry", "--drop", "2", check=True).stdout
+    assert "dropped 000002" in said and "000001: still unreadable" in said and "000002: archived" not in said
+    listed = kittypyr("quarantine", config, check=True).stdout
+    assert "000001" in listed and "000002" not in listed
+    app = get_app(str(config))
+    try:
+        TestApp(app).get(f"/list/{LIST}/message/{message_id_hash('<held@example.org>')}/", status=404)
+    finally:
+        app.registry._zodb_databases[""].close()
+
+
 def test_dropping_what_is_not_held_says_so_and_drops_nothing(tmp_path):
     config = held_archive(tmp_path)
     refused = kittypyr("quarantine", config, "--drop", "000009")

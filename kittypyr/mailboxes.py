@@ -1178,6 +1178,9 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False, st
     # mail with no sender it could read) and quotes no line of a body: a
     # line in another form may be a body's, pasted whole.
     pipermail_envelopes = pipermail and envelope is not None and bool(_PIPERMAIL_ENVELOPE.match(envelope))
+    # Whether Pipermail wrote any of the file (months joined with cat): it
+    # leaves each month's last line without a line end.
+    written_by_pipermail = pipermail or (envelope is not None and bool(_PIPERMAIL_ENVELOPE.match(envelope)))
 
     position = 0
     if fragment is not None:
@@ -1295,6 +1298,7 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False, st
                         doubts.append(f"{where(i + 1)}: the file starts without an envelope line,"
                                       " as a single message does, yet a new message starts here")
                     envelope = line
+                    written_by_pipermail = written_by_pipermail or bool(_PIPERMAIL_ENVELOPE.match(line))
                     base = scan = line_end + 1
                     length_end = _UNREAD
                     continue
@@ -1322,6 +1326,12 @@ def _split_mbox(stream, path, pipermail, headless=False, starts_inside=False, st
             eof = True
 
     raw = buf[base:]
+    if envelope is not None and raw and not raw.endswith(b"\n") and not written_by_pipermail:
+        # mbox writers end every message with a line end and most with a
+        # blank line (Pipermail leaves its last line without one): this
+        # file stops inside a line.
+        doubts.append(f"{where(len(buf))}: the file ends inside a line of this message, which may be cut short"
+                      " (a truncated copy?)")
     if envelope is None:
         pass  # a single message: no separator line to take off its end
     elif raw.endswith(b"\r\n\r\n") or raw == b"\r\n":

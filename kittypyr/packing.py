@@ -9,6 +9,7 @@ process, which goes on serving meanwhile (a FileStorage, a ZEO server and
 RelStorage all pack while in use).
 """
 
+import contextlib
 import logging
 import os
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import transaction
+from ZODB.blob import BlobStorage
 from ZODB.FileStorage import FileStorage
 from ZODB.POSException import ConflictError
 
@@ -39,7 +41,8 @@ def pack_storage(db, days=0):
     before = db.getSize()
     # No history is older than 1970: a pack time before 1900 is no time a
     # storage can name ("year must be greater than 1900").
-    db.pack(days=min(days, time.time() / 86400))
+    with _blob_walk_between_commits(storage):
+        db.pack(days=min(days, time.time() / 86400))
     # zodburi puts a FileStorage with blobs inside a BlobStorage, which
     # removes unused blobs itself but leaves the packed-away file behind.
     packed_away = f"{storage.getName()}.old"
@@ -47,6 +50,34 @@ def pack_storage(db, days=0):
         os.remove(packed_away)
     _empty_scratch_file(storage)
     return before, db.getSize()
+
+
+@contextlib.contextmanager
+def _blob_walk_between_commits(storage):
+    """Within the ``with``, a BlobStorage's pack walks its blob folder under the commit lock.
+
+    zodburi puts a FileStorage with blobs inside a BlobStorage, whose pack
+    removes each blob file whose revision it cannot load. A commit under
+    way has written its blob file and not yet its record: packing while
+    the server archives, the walk removed the file of a message being
+    archived, which then committed without its attachment. Held, the lock
+    makes commits wait for the walk (seconds), not for the whole pack.
+    """
+    walk = getattr(storage, "_packUndoing", None)
+    lock = getattr(storage, "_commit_lock", None)
+    if not isinstance(storage, BlobStorage) or walk is None or lock is None:
+        yield
+        return
+
+    def between_commits(packtime, referencesf):
+        with lock:
+            walk(packtime, referencesf)
+
+    storage._packUndoing = between_commits
+    try:
+        yield
+    finally:
+        del storage._packUndoing
 
 
 def _empty_scratch_file(storage):

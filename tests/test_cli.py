@@ -293,6 +293,78 @@ def test_pack_leaves_no_old_copy_of_a_filestorage_with_its_own_blobs(zodb, tmp_p
     connection.close()
 
 
+def test_a_pack_while_serving_keeps_the_blob_of_a_commit_under_way(tmp_path):
+    """The web server packs while Mailman archives: a commit that has written its blob file, not yet finished."""
+    import threading
+
+    from ZODB import DB
+    from ZODB.blob import Blob, BlobStorage
+    from ZODB.Connection import TransactionMetaData
+    from ZODB.FileStorage import FileStorage
+    from ZODB.utils import p64
+
+    from kittypyr.packing import pack_storage
+
+    # As zodburi makes a file:// storage with blobstorage_dir.
+    storage = BlobStorage(str(tmp_path / "blobs"), FileStorage(str(tmp_path / "Data.fs")))
+    db = DB(storage)
+    connection = db.open()
+    connection.root()["old"] = Blob(b"old bytes")
+    transaction.commit()
+    connection.close()
+
+    walking, stored, walked = threading.Event(), threading.Event(), threading.Event()
+    walk = storage.fshelper.listOIDs
+
+    def slow_walk():
+        walking.set()
+        stored.wait(timeout=2)  # the commit below, if it can store meanwhile
+        yield from walk()
+        walked.set()
+
+    storage.fshelper.listOIDs = slow_walk
+    packing = threading.Thread(target=pack_storage, args=(db,))
+    packing.start()
+    assert walking.wait(timeout=60)
+
+    # A commit of a new blob, by hand: its file is written at store, its record at finish.
+    oid = storage.new_oid()
+    blob_file = tmp_path / "new.blob"
+    blob_file.write_bytes(b"archived during the pack")
+    meta = TransactionMetaData()
+
+    def commit():
+        storage.tpc_begin(meta)
+        storage.storeBlob(oid, p64(0), _blob_record(), str(blob_file), "", meta)
+        stored.set()
+        walked.wait(timeout=5)  # finished only once the pack has looked at the blob folder
+        storage.tpc_vote(meta)
+        return storage.tpc_finish(meta)
+
+    committing = threading.Thread(target=commit)
+    committing.start()
+    packing.join(timeout=60)
+    committing.join(timeout=60)
+    assert not packing.is_alive() and not committing.is_alive()
+    with open(storage.loadBlob(oid, storage.lastTransaction()), "rb") as kept:
+        assert kept.read() == b"archived during the pack"
+    db.close()
+
+
+def _blob_record():
+    """The pickle of an empty Blob's state, as a Connection stores it."""
+    import io
+    import pickle
+
+    from ZODB.blob import Blob
+
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, 3)
+    pickler.dump((Blob, None))
+    pickler.dump(None)
+    return out.getvalue()
+
+
 def test_joined_months_import_every_message_and_report_doubtful_splits(tmp_path, config):
     # `cat 20*.txt > dev.mbox`: the early months have real addresses in their
     # envelope lines, the later ones are Pipermail's, whose envelope follows

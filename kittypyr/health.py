@@ -334,6 +334,14 @@ class Checker:
                            f"{counted(count, 'post')}, and no message of theirs there")
                 if self.repair:
                     self.people_to_rebuild = True
+        writers = {person_id for person_id, _ in self.senders_seen}
+        kept = [person_id for person_id in people.addresses.keys() if person_id not in writers]
+        if kept:
+            # Their profile would answer, and their address stay on disk, with no mail of theirs left.
+            self.found("people", "/users/", f"{counted(len(kept), 'address', 'addresses')} kept of senders"
+                                            " with no message in the archive")
+            if self.repair:
+                self.people_to_rebuild = True
 
     # --- votes ----------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from pyramid.traversal import find_root, traversal_path
 from kittypyr.catalog import catalogued_in
 from kittypyr.events import IMessageArchived, IMessageReplaced, IObjectWillBeRemoved
 from kittypyr.resources import Message
+from kittypyr.resources.community import HIGHEST
 
 RECENT_MESSAGES = 100
 
@@ -47,13 +48,22 @@ def forget_post(people, message):
     """Take a removed ``message`` out of its sender's count."""
     if not message.sender_address:
         return
-    key = (people.person_id(message.sender_address), message.mailing_list.address)
+    person_id = people.person_id(message.sender_address)
+    key = (person_id, message.mailing_list.address)
     count = people.posts.get(key, 0) - 1
     if count > 0:
         people.posts[key] = count
     elif key in people.posts:
         del people.posts[key]
     people.dated_posts.discard(dated_post(*key, message.timestamp, message.__name__))
+    if count <= 0 and not _has_posts(people, person_id):
+        # Their last message anywhere is gone: so is their address, and the profile it made.
+        people.addresses.pop(person_id, None)
+
+
+def _has_posts(people, person_id):
+    """Whether ``person_id`` has a message counted in any list."""
+    return any(True for _ in people.posts.keys((person_id, ""), (person_id, HIGHEST)))
 
 
 def dated_post(person_id, list_address, timestamp, name):
@@ -152,6 +162,7 @@ def rebuild_people(archive):
     """Recount every sender's posts from the messages (for ``kittypyr reindex``)."""
     people = archive.people
     people.posts.clear()
+    people.addresses.clear()
     people.add_dated_posts()
     for mailing_list in archive.lists.values():
         for message in mailing_list.messages.values():

@@ -145,6 +145,23 @@ def test_every_sender_has_a_profile_linked_from_their_messages(site, mailman):
     app.get("/users/", status=404)
 
 
+def test_a_sender_whose_every_message_is_deleted_has_no_profile_left(site, mailman):
+    from kittypyr import moderation
+    from kittypyr.security import User
+
+    app = reader(site)
+    bob = profile_link(app.get(THREAD), 1)
+    app.get(bob)
+    with prepare(registry=site.registry) as env:
+        moderation.delete_sender(env["root"], BOB[1], User("admin@example.org", "Admin"), registry=site.registry)
+        transaction.commit()
+        # Nothing keeps the address of a sender the archive holds no mail of.
+        assert BOB[1].lower() not in list(env["root"].people.addresses.values())
+    app.get(bob, status=404)
+    # Ada, with mail left, keeps hers.
+    app.get(profile_link(app.get(THREAD), 0))
+
+
 def test_a_profile_shows_private_lists_only_to_who_may_read_them(site, mailman):
     anonymous = reader(site)
     ada = profile_link(anonymous.get(THREAD), 0)

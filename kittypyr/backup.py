@@ -156,18 +156,31 @@ def _backup_repository(folder):
 def backup(paths, folder, full=False):
     """Back up ``paths`` (FileStoragePaths) into ``folder``; return ``(kind, blobs copied)``.
 
-    ``kind`` is "full" for the first backup (or ``full``), "incremental" after.
+    ``kind`` is "full" for the first backup (or ``full``), "incremental" after,
+    "no new" when nothing was committed since the last one.
     """
     if not paths.data_fs.exists():
         raise BackupRefused(f"there is no storage at {paths.data_fs} to back up")
     if paths.blob_dir is None or not paths.blob_dir.is_dir():
         # The attachments would be left out while the backup said done.
         raise BackupRefused(_no_blob_folder(paths, "backed up"))
+    target = Path(folder).resolve()
+    for storage_place in (paths.blob_dir.resolve(), paths.data_fs.parent.resolve()):
+        if target == storage_place or storage_place in target.parents:
+            # Each backup would copy the ones before it into itself, and
+            # a lost disk would take both.
+            raise BackupRefused(f"{folder} is inside {storage_place}, where the storage is: back up into a folder"
+                                " elsewhere, best on another disk")
     repository = _backup_repository(Path(folder))
     before = set(repository.iterdir())
     _repozo("-B", "-Q", "-z", "-r", str(repository), "-f", str(paths.data_fs), *(["-F"] if full else []))
     made = set(repository.iterdir()) - before
-    kind = "full" if any(path.suffix in (".fs", ".fsz") for path in made) else "incremental"
+    if any(path.suffix in (".fs", ".fsz") for path in made):
+        kind = "full"
+    elif any(path.suffix in (".deltafs", ".deltafsz") for path in made):
+        kind = "incremental"
+    else:
+        kind = "no new"  # nothing committed since the last backup
     return kind, _copy_new(paths.blob_dir, Path(folder) / "blobs")
 
 

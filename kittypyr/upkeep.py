@@ -173,7 +173,10 @@ def command_backup(args):
     except BackupRefused as refused:
         print(f"kittypyr backup: {refused}", file=sys.stderr)
         return 2
-    print(f"{kind} backup of {paths.data_fs} in {args.folder}: {copied} new blob files")
+    if kind == "no new":
+        print(f"nothing committed to {paths.data_fs} since the last backup in {args.folder}: {copied} new blob files")
+    else:
+        print(f"{kind} backup of {paths.data_fs} in {args.folder}: {copied} new blob files")
     return 0
 
 

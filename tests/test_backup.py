@@ -79,6 +79,7 @@ def test_incremental_backups_restore_to_the_same_pages(tmp_path, original):
     assert "incremental backup" in second.stdout
     assert re.search(r": [1-9]\d* new blob files", second.stdout)
     unchanged = kittypyr("backup", config, backups, check=True)
+    assert unchanged.stdout.startswith("nothing committed to ") and "since the last backup in" in unchanged.stdout
     assert unchanged.stdout.rstrip().endswith(": 0 new blob files")
 
     copy = tmp_path / "copy"
@@ -329,3 +330,12 @@ def test_a_backup_or_restore_that_would_leave_the_attachments_out_is_refused(tmp
     refused = kittypyr("restore", restored_without_blobs, tmp_path / "backups")
     assert refused.returncode == 2 and "they would not be restored" in refused.stderr
     assert not (target / "var" / "Data.fs").exists()
+
+
+@pytest.mark.parametrize("inside", ["var/blobs/backups", "var/backups"])
+def test_a_backup_into_the_storages_own_folders_is_refused(tmp_path, original, inside):
+    folder, config = original
+    import_mail(folder, config, 0, 2)
+    refused = kittypyr("backup", config, folder / inside)
+    assert refused.returncode == 2 and "where the storage is: back up into a folder elsewhere" in refused.stderr
+    assert not (folder / inside).exists()

@@ -470,11 +470,19 @@ def command_sync(args):
 def command_pack(args):
     try:
         with _environment(args.config) as env:
+            archive = env["root"]
+            last_pack = archive.packed_at
             # An upgrade made while opening is kept, not packed away.
-            note_packed(env["root"])
+            note_packed(archive)
             transaction.manager.commit()
             db = get_connection(env["request"]).db()
-            before, after = pack_storage(db, args.days)
+            try:
+                before, after = pack_storage(db, args.days)
+            except BaseException:
+                # A pack that failed is no pack: the web server's schedule
+                # (kittypyr.pack_every_days) counts from the last that was.
+                _note_pack_failed(archive, last_pack)
+                raise
         db.close()
     except LockError:
         advice = "stop the web server first"
@@ -485,6 +493,16 @@ def command_pack(args):
         return 2
     print(f"packed: {before:,} bytes before, {after:,} bytes after")
     return 0
+
+
+def _note_pack_failed(archive, last_pack):
+    transaction.manager.abort()
+    archive.packed_at = last_pack
+    try:
+        transaction.manager.commit()
+    except Exception:
+        # On a full disk, as likely as the pack's failure: kept as it was.
+        transaction.manager.abort()
 
 
 def _date_bound(archive, query, last):
@@ -673,24 +691,28 @@ def main(argv=None):
         kittypyr.SERVING = serving
 
 
-class _NotTheCtrlC(logging.Filter):
-    """Drops a record of an exception that is Ctrl-C: the command says it was interrupted, in one line."""
+class _ToldInOneLine(logging.Filter):
+    """Drops a record of an exception the command tells in one line: Ctrl-C, a full or read-only disk."""
 
     def filter(self, record):
-        return not (record.exc_info and record.exc_info[0] is not None
-                    and issubclass(record.exc_info[0], KeyboardInterrupt))
+        if not record.exc_info or record.exc_info[0] is None:
+            return True
+        kind, error = record.exc_info[:2]
+        if issubclass(kind, KeyboardInterrupt):
+            return False
+        return not (issubclass(kind, OSError) and error.errno in _STORAGE_FULL)
 
 
 # ZODB logs what it was doing when an exception went through it (a pack, a
-# record's load), Ctrl-C too, with its traceback.
+# record's load), Ctrl-C and a full disk too, with its traceback.
 _LOGGING_CTRL_C = ("ZODB.DB", "ZODB.Connection", "ZODB.FileStorage", "ZODB.FileStorage.fspack")
 
 
 def _quiet_about_ctrl_c():
     for name in _LOGGING_CTRL_C:
         logger = logging.getLogger(name)
-        if not any(isinstance(existing, _NotTheCtrlC) for existing in logger.filters):
-            logger.addFilter(_NotTheCtrlC())
+        if not any(isinstance(existing, _ToldInOneLine) for existing in logger.filters):
+            logger.addFilter(_ToldInOneLine())
 
 
 def _run(argv):

@@ -957,6 +957,42 @@ def test_ctrl_c_in_the_middle_of_a_load_or_a_pack_is_not_logged_with_its_traceba
     assert "a real failure" in errors
 
 
+def test_a_pack_on_a_full_disk_is_told_in_one_line_and_counts_as_no_pack(tmp_path, config, monkeypatch, capsys):
+    import errno
+    import logging
+
+    from ZODB.blob import BlobStorage
+    from ZODB.DB import DB
+    from ZODB.FileStorage import FileStorage
+
+    from kittypyr import cli
+    from kittypyr.bootstrap import ROOT_KEY
+
+    mbox = tmp_path / "dev.mbox"
+    mbox.write_bytes(mbox_bytes(corpus(5)))
+    kittypyr("import", config, LIST, mbox, "--workers", "0", check=True)
+
+    def full(self, *args):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "var" / "Data.fs.pack"))
+
+    monkeypatch.setattr(BlobStorage, "pack", full)
+    handler = logging.StreamHandler()
+    logging.getLogger().addHandler(handler)
+    try:
+        assert cli.main(["pack", str(config)]) == 1
+    finally:
+        logging.getLogger().removeHandler(handler)
+    said = capsys.readouterr().err
+    assert "kittypyr pack: the storage could not be written (No space left on device" in said
+    assert "Traceback" not in said and "packing" not in said
+
+    db = DB(FileStorage(str(tmp_path / "var" / "Data.fs"), read_only=True))
+    try:
+        assert db.open().root()[ROOT_KEY].packed_at is None
+    finally:
+        db.close()
+
+
 def test_make_serve_says_when_its_port_is_taken(tmp_path):
     """Another program on the port: one line naming it and what to change, not pserve's traceback."""
     import socket

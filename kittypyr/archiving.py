@@ -106,6 +106,12 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, dis
     existing = messages.get(name)
     tombstones = messages.tombstones
     if existing is None:
+        # Another copy of a post that came without a Message-ID.
+        copied = messages.undeclared_name(_undeclared_key(parsed))
+        existing = messages.get(copied) if copied is not None else None
+        if existing is not None:
+            return None, existing
+    if existing is None:
         # A hash Mailman's Archived-At gave a message stored otherwise (an
         # odd Message-ID header) stays that message's, and a deleted one's
         # stays deleted: another post under that id is kept as a reuse of it.
@@ -162,6 +168,18 @@ def written_as(stored):
     return writing_of(stored.date if stored.dated_by_header else None, stored.sender_address, stored.subject)
 
 
+def _undeclared_key(parsed):
+    """How mail that came without a Message-ID was written, as ``Messages.undeclared`` keys it; None for other mail.
+
+    Only mail with a Date header: without one, two posts of one sender
+    under one subject ("test") would be taken for copies of each other.
+    """
+    if not getattr(parsed, "message_id_derived", False) or not parsed.dated_by_header or not parsed.sender_address:
+        return None
+    date, sender, subject = writing_of(parsed.date, parsed.sender_address, parsed.subject)
+    return f"{date.isoformat()} {sender} {subject}"
+
+
 def _written_alike(parsed, writing):
     """Whether ``parsed`` was written as ``writing`` (``writing_of``) says: when, by whom, about what.
 
@@ -209,6 +227,9 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     """
     tombstones = messages.tombstones
     name = hash_of(parsed.message_id)
+    copied = messages.undeclared_name(_undeclared_key(parsed))
+    if copied is not None and copied in tombstones:
+        return copied  # a copy of a post without a Message-ID, deleted
 
     def deleted(tombstone):
         # As _same_mail tells a live message's copies from another post.
@@ -288,6 +309,9 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
     messages.add(name, message)
     if message_id != parsed.message_id:
         messages.note_reuse(hash_of(parsed.message_id), name)
+    undeclared = _undeclared_key(parsed)
+    if undeclared is not None:
+        messages.note_undeclared(undeclared, name)
     if parsed.permalink_id and message_id == parsed.message_id:
         # Mailman's Archived-At names this hash (an odd Message-ID header).
         messages.note_permalink(message_id_hash(parsed.permalink_id), name)

@@ -145,3 +145,21 @@ def test_an_import_names_the_copies_it_took_for_posts_archived_with_other_text(t
     assert "read 3, archived 0, duplicates 3" in result.stdout
     assert (f"duplicates: 1 in {copies} with other text than the post archived under its Message-ID, Date, sender "
             "and subject, taken for another archive's copy of it (message 2: m1@example.org)") in result.stdout
+
+
+def test_copies_of_a_post_without_a_message_id_are_that_post_and_stay_deleted(site):
+    original = post(FIRST, message_id=None)
+    archive(site, original)
+    archive(site, post(FIRST, message_id=None, cte="quoted-printable"), post(FIRST, message_id=None, footer=FOOTER))
+    assert [body for _, body in stored(site)] == [FIRST]
+    # Another post without one, by the same sender at another moment, is another.
+    archive(site, post(OTHER, message_id=None, date=WHEN.replace(minute=21)))
+    assert len(stored(site)) == 2
+
+    with prepare(registry=site.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        first = [message.__name__ for message in mailing_list.messages.values() if message.body_text == FIRST]
+        moderation.delete_messages(mailing_list, first, ADMIN)
+        transaction.commit()
+    archive(site, original, post(FIRST, message_id=None, cte="quoted-printable"))
+    assert [body for _, body in stored(site)] == [OTHER]

@@ -18,14 +18,15 @@ from kittypyr.resources.quarantine import Quarantine
 class MailingLists(Container):
     """All archived lists, keyed by posting address (lower case).
 
-    A removed list's deletions (its deleted messages' tombstones, and the
-    ids the mail reusing a Message-ID was kept under) are kept in
+    A removed list's deletions (its deleted messages' tombstones, the ids
+    the mail reusing a Message-ID was kept under, and how the mail without
+    one was written) are kept in
     ``deletions_of_removed`` and given back to a list made again under its
     address: what its administrators deleted stays deleted, whether its
     mail comes back from an import or from Mailman.
     """
 
-    # Address -> (tombstones, reused) of a removed list: made with the first.
+    # Address -> (tombstones, reused, undeclared) of a removed list: made with the first.
     deletions_of_removed = None
 
     def add(self, name, resource, send_events=True):
@@ -33,7 +34,7 @@ class MailingLists(Container):
         if kept is not None:
             del self.deletions_of_removed[name]
             messages = resource.messages
-            messages.tombstones, messages.reused = kept
+            messages.tombstones, messages.reused, messages.undeclared = kept
         return super().add(name, resource, send_events)
 
     def remove(self, name, send_events=True):
@@ -42,7 +43,7 @@ class MailingLists(Container):
         if len(messages.tombstones):
             if self.deletions_of_removed is None:
                 self.deletions_of_removed = OOBTree()
-            self.deletions_of_removed[name] = (messages.tombstones, messages.reused)
+            self.deletions_of_removed[name] = (messages.tombstones, messages.reused, messages.undeclared)
         return mailing_list
 
     def __getitem__(self, name):

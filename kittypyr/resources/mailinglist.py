@@ -28,6 +28,12 @@ class Messages(Container):
     """
 
     reused = None
+    # Mail that came without a Message-ID is kept under one made of its
+    # bytes, which differ from one copy of the post to another: the key
+    # of how it was written (``kittypyr.msgid.writing_of``: its Date, its
+    # sender and subject) -> its name, so that another copy is found.
+    # Made with the first.
+    undeclared = None
     # The hash of the id whose permalink Mailman wrote into Archived-At ->
     # the message's name, where the two differ (odd Message-ID headers,
     # see ``kittypyr.mail.permalink_id_of_header``). Made with the first.
@@ -56,6 +62,19 @@ class Messages(Container):
         known = self.reused.get(name_of_id, ())
         if name not in known:
             self.reused[name_of_id] = known + (name,)
+
+    def note_undeclared(self, key, name):
+        """Remember that the message ``name``, which came without a Message-ID, was written as ``key`` says."""
+        if self.undeclared is None:
+            self.undeclared = OOBTree()
+        known = self.undeclared.get(key)
+        # A name neither live nor deleted is a removed list's, made again.
+        if known is None or (known not in self.data and known not in self.tombstones):
+            self.undeclared[key] = name
+
+    def undeclared_name(self, key):
+        """The name of the mail without a Message-ID written as ``key`` says (live or deleted), or None."""
+        return None if self.undeclared is None or key is None else self.undeclared.get(key)
 
     def reusing(self, name_of_id):
         """Names of the messages kept under another id that came with the Message-ID hashed ``name_of_id``."""

@@ -18,6 +18,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from zc.lockfile import LockError, LockFile
+from ZODB.blob import BLOB_SUFFIX, FilesystemHelper
+from ZODB.FileStorage import FileStorage
+from ZODB.POSException import POSKeyError
 
 REPOZO = Path(sys.executable).with_name("repozo")
 
@@ -110,15 +113,20 @@ def _blob_files(folder):
             # tmp/ holds uncommitted blobs; the lock belongs to the open storage.
             subdirectories[:] = [d for d in subdirectories if d != "tmp"]
         for name in files:
-            if name.endswith(".lock"):
-                continue
+            if name.endswith((".lock", ".partial")):
+                continue  # the open storage's; a copy an interrupted run left unfinished
             yield relative / name
 
 
-def _copy_new(source, target):
-    """Copy the files of ``source`` that ``target`` lacks (or holds at another size); return how many."""
+def _copy_new(source, target, wanted=None):
+    """Copy the files of ``source`` that ``target`` lacks (or holds at another size); return how many.
+
+    ``wanted``: a test of each file's path (relative to ``source``), when not all are to be copied.
+    """
     copied = 0
     for relative in _blob_files(source):
+        if wanted is not None and not wanted(relative):
+            continue
         into = target / relative
         origin = source / relative
         if into.exists() and into.stat().st_size == origin.stat().st_size:
@@ -130,6 +138,31 @@ def _copy_new(source, target):
         os.replace(partial, into)
         copied += 1
     return copied
+
+
+def _copy_held(source, target, data_fs):
+    """Copy the blob files of ``source`` whose revision the storage ``data_fs`` holds; return how many.
+
+    A backup folder keeps every blob file it was ever given: those of mail
+    deleted and packed away since, and those newer than a restore's date,
+    are not brought back.
+    """
+    storage = FileStorage(str(data_fs), read_only=True)
+    names = FilesystemHelper(str(source))
+
+    def held(relative):
+        if relative.suffix != BLOB_SUFFIX:
+            return True  # the layout's marker
+        oid, serial = names.splitBlobFilename(str(source / relative))
+        try:
+            return oid is not None and bool(storage.loadSerial(oid, serial))
+        except (POSKeyError, KeyError):
+            return False
+
+    try:
+        return _copy_new(source, target, held)
+    finally:
+        storage.close()
 
 
 def _backup_repository(folder):
@@ -246,8 +279,9 @@ def restore(paths, folder, date=None):
                                     f" ({refused.detail})") from None
             raise BackupRefused(f"nothing was restored: {refused.detail}") from None
         restored = 0
-        if paths.blob_dir is not None and (Path(folder) / "blobs").is_dir():
-            restored = _copy_new(Path(folder) / "blobs", paths.blob_dir)
+        backed_up = Path(folder) / "blobs"
+        if paths.blob_dir is not None and backed_up.is_dir():
+            restored = _copy_held(backed_up, paths.blob_dir, paths.data_fs)
     finally:
         lock.close()
     return restored

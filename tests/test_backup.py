@@ -5,6 +5,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import transaction
 from pyramid.paster import get_app
 from webtest import TestApp
 
@@ -339,3 +340,36 @@ def test_a_backup_into_the_storages_own_folders_is_refused(tmp_path, original, i
     refused = kittypyr("backup", config, folder / inside)
     assert refused.returncode == 2 and "where the storage is: back up into a folder elsewhere" in refused.stderr
     assert not (folder / inside).exists()
+
+
+def test_a_restore_brings_back_no_attachment_of_mail_deleted_before_its_backup(tmp_path, original):
+    from pyramid.scripting import prepare
+
+    from kittypyr import moderation
+    from kittypyr.security import User
+
+    folder, config = original
+    backups = tmp_path / "backups"
+    import_mail(folder, config, 0, 3)
+    kittypyr("backup", config, backups, check=True)
+    app = get_app(str(config))
+    try:
+        with prepare(registry=app.registry) as env:
+            moderation.delete_messages(env["root"].lists[LIST], [message_id_hash("<bk1@example.org>")],
+                                       User("admin@example.org", "Admin"), registry=app.registry)
+            transaction.commit()
+    finally:
+        app.registry._zodb_databases[""].close()
+    kittypyr("pack", config, check=True)
+    kittypyr("backup", config, backups, check=True)
+    # The backup folder keeps every blob it was given, the deleted one's too.
+    assert any(b"reading 1\n" in path.read_bytes() for path in (backups / "blobs").rglob("*.blob"))
+
+    target = tmp_path / "restored"
+    target.mkdir()
+    copy_config = write_config(target)
+    kittypyr("restore", copy_config, backups, check=True)
+    restored = [path.read_bytes() for path in (target / "var" / "blobs").rglob("*.blob")]
+    assert not any(b"reading 1\n" in data for data in restored)
+    assert any(b"reading 2\n" in data for data in restored)
+    assert kittypyr("check", copy_config).returncode == 0

@@ -35,6 +35,7 @@ from kittypyr.mail import parse_message
 from kittypyr.msgid import message_id_hash, writing_of
 from kittypyr.resources import MailingList, Message, Thread
 from kittypyr.resources.deleted import Tombstone
+from kittypyr.subjects import without_list_prefix
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,8 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, dis
     tombstones = messages.tombstones
     if existing is None:
         # Another copy of a post that came without a Message-ID.
-        copied = messages.undeclared_name(_undeclared_key(parsed))
+        prefix = getattr(messages.__parent__, "subject_prefix", "")
+        copied = messages.undeclared_name(_undeclared_key(parsed, prefix))
         existing = messages.get(copied) if copied is not None else None
         if existing is not None:
             return None, existing
@@ -152,7 +154,7 @@ def _same_mail(stored, parsed, by_mailman=False, distinct=False):
             # Mailman hands each post over as it is: another body is another
             # post (a mailer that makes its ids from the time, two in a second).
             return False
-        return _written_alike(parsed, written_as(stored))
+        return _written_alike(parsed, written_as(stored), stored.mailing_list.subject_prefix)
     # One short body ("+1", "Thanks!") posted twice under one Message-ID
     # is told apart by the Date each was written with: a resent or
     # re-imported copy keeps its Date header.
@@ -168,7 +170,7 @@ def written_as(stored):
     return writing_of(stored.date if stored.dated_by_header else None, stored.sender_address, stored.subject)
 
 
-def _undeclared_key(parsed):
+def _undeclared_key(parsed, subject_prefix=""):
     """How mail that came without a Message-ID was written, as ``Messages.undeclared`` keys it; None for other mail.
 
     Only mail with a Date header: without one, two posts of one sender
@@ -176,11 +178,12 @@ def _undeclared_key(parsed):
     """
     if not getattr(parsed, "message_id_derived", False) or not parsed.dated_by_header or not parsed.sender_address:
         return None
-    date, sender, subject = writing_of(parsed.date, parsed.sender_address, parsed.subject)
+    date, sender, subject = writing_of(parsed.date, parsed.sender_address,
+                                       without_list_prefix(parsed.subject, subject_prefix))
     return f"{date.isoformat()} {sender} {subject}"
 
 
-def _written_alike(parsed, writing):
+def _written_alike(parsed, writing, subject_prefix=""):
     """Whether ``parsed`` was written as ``writing`` (``writing_of``) says: when, by whom, about what.
 
     Another archive's copy of the same post: Mailman 2's month files hold
@@ -195,8 +198,9 @@ def _written_alike(parsed, writing):
         return False
     date, sender, subject = writing
     date_said = parsed.date if parsed.dated_by_header else None
-    _, parsed_sender, parsed_subject = writing_of(None, parsed.sender_address,
-                                                  None if subject is None else parsed.subject)
+    # Stored subjects are kept without the list's prefix (``subject_prefix``).
+    subject_said = None if subject is None else without_list_prefix(parsed.subject, subject_prefix)
+    _, parsed_sender, parsed_subject = writing_of(None, parsed.sender_address, subject_said)
     return sender is not None and sender == parsed_sender and subject == parsed_subject and date == date_said
 
 
@@ -227,7 +231,8 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     """
     tombstones = messages.tombstones
     name = hash_of(parsed.message_id)
-    copied = messages.undeclared_name(_undeclared_key(parsed))
+    prefix = getattr(messages.__parent__, "subject_prefix", "")
+    copied = messages.undeclared_name(_undeclared_key(parsed, prefix))
     if copied is not None and copied in tombstones:
         return copied  # a copy of a post without a Message-ID, deleted
 
@@ -241,7 +246,7 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
             return True
         if tombstone.by_mailman:
             return False  # Mailman handed both over: another body is another post
-        return _written_alike(parsed, tombstone.writing)
+        return _written_alike(parsed, tombstone.writing, prefix)
 
     if name in tombstones and deleted(tombstones[name]):
         return name
@@ -256,7 +261,7 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
         for kept in messages.reusing(name):
             tombstone = tombstones.get(kept)
             if tombstone is not None and (tombstone.fingerprint == parsed.fingerprint
-                                          or _written_alike(parsed, tombstone.writing)):
+                                          or _written_alike(parsed, tombstone.writing, prefix)):
                 return kept
     return None
 
@@ -309,7 +314,7 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
     messages.add(name, message)
     if message_id != parsed.message_id:
         messages.note_reuse(hash_of(parsed.message_id), name)
-    undeclared = _undeclared_key(parsed)
+    undeclared = _undeclared_key(parsed, mailing_list.subject_prefix)
     if undeclared is not None:
         messages.note_undeclared(undeclared, name)
     if parsed.permalink_id and message_id == parsed.message_id:

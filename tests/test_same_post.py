@@ -163,3 +163,12 @@ def test_copies_of_a_post_without_a_message_id_are_that_post_and_stay_deleted(si
         transaction.commit()
     archive(site, original, post(FIRST, message_id=None, cte="quoted-printable"))
     assert [body for _, body in stored(site)] == [OTHER]
+
+
+def test_a_copy_is_told_under_a_list_prefix_without_brackets(site):
+    with prepare(registry=site.registry) as env:
+        ensure_mailing_list(env["root"], LIST).subject_prefix = "Dev-L:"
+        transaction.commit()
+    archive(site, post(FIRST, subject="Dev-L: Café meeting"))
+    assert archive(site, post(FIRST, subject="Dev-L: Café meeting", footer=FOOTER)) == ["duplicate"]
+    assert len(stored(site)) == 1

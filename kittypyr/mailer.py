@@ -131,14 +131,26 @@ _OUR_FIELDS = frozenset({"from", "to", "subject", "date", "message-id", "user-ag
                          "mime-version", "content-type", "content-transfer-encoding"})
 
 
+# A CR or LF that is not part of a CR LF: most mail readers and MTAs end a line there too.
+_LONE_BREAK = re.compile(rb"\r(?!\n)|(?<!\r)\n")
+
+
 def _check_header(message):
     """Raise ``UnsafeHeader`` unless ``message`` is written with its own fields only, each once.
 
     Whatever got a line break into a value shows here as a field of its
-    own (or the real ones pushed into the body), whichever way it came.
+    own (or the real ones pushed into the body), whichever way it came:
+    a CR LF, a lone CR or LF, or another character that ends a line for
+    some reader, in a value as written or as decoded.
     """
-    head = message.as_bytes().split(b"\r\n\r\n", 1)[0].decode("ascii", "replace")
-    names = [line.split(":", 1)[0].strip().lower() for line in head.split("\r\n") if line and line[0] not in " \t"]
+    head = message.as_bytes().split(b"\r\n\r\n", 1)[0]
+    if _LONE_BREAK.search(head):
+        raise UnsafeHeader("a lone line break")
+    for field in ("From", "To", "Subject"):
+        if _LINE_BREAK.search(str(message[field] or "")):
+            raise UnsafeHeader(field)
+    text = head.decode("ascii", "replace")
+    names = [line.split(":", 1)[0].strip().lower() for line in text.split("\r\n") if line and line[0] not in " \t"]
     if len(names) != len(set(names)) or not set(names) <= _OUR_FIELDS or "message-id" not in names:
         raise UnsafeHeader(", ".join(names))
 

@@ -113,6 +113,11 @@ def test_headers_cannot_be_injected_through_subject_or_name(site, mailman, smtp)
 
 
 ENCODED_BREAK = "=?utf-8?q?=0D=0ABcc=3A_victim=40example=2Eorg=0D=0AMessage-ID=3A_=3Cforged=40example=2Eorg=3E?="
+# A lone LF or CR, which mail readers and MTAs take for a line's end too.
+LONE_LF = "=?utf-8?q?x=0AReply-To=3A_attacker=40evil=2Eexample=0AMessage-ID=3A_=3Cforged=40evil=2Eexample=3E?="
+LONE_CR = "=?utf-8?q?x=0DReply-To=3A_attacker=40evil=2Eexample?="
+# A name that would make the From another sender's.
+OTHER_SENDER = "=?utf-8?q?Linus_Torvalds_=3Ctorvalds=40linux-foundation=2Eorg=3E=0AX-Comment=3A?="
 
 
 def _header_names(raw):
@@ -121,17 +126,20 @@ def _header_names(raw):
     return [line.split(":", 1)[0].lower() for line in head.split("\n") if line and line[0] not in " \t"]
 
 
+@pytest.mark.parametrize("encoded", [ENCODED_BREAK, LONE_LF, LONE_CR, OTHER_SENDER],
+                         ids=["crlf", "lone-lf", "lone-cr", "other-sender"])
 @pytest.mark.parametrize("where", ["subject", "name"])
-def test_no_header_is_forged_through_an_encoded_line_break(site, mailman, smtp, where):
-    # The encoded word decodes to CR LF inside the header, which the mail
-    # library then wrote out raw: a Bcc and a Message-ID of the poster's
-    # choosing, and the real header pushed into the body.
+def test_no_header_is_forged_through_an_encoded_line_break(site, mailman, smtp, where, encoded):
+    # The encoded word decodes to a line break inside the header, which the
+    # mail library then wrote out raw: a Bcc, a Reply-To and a Message-ID
+    # of the poster's choosing, the real header pushed into the body, or a
+    # From naming another sender (a name Mailman holds, changed after sign-up).
     if where == "name":
-        mailman.add_user(MEMBER, f"Mia {ENCODED_BREAK}", roles=[(LIST, "member")])
+        mailman.add_user(MEMBER, f"Mia {encoded}", roles=[(LIST, "member")])
     app = TestApp(site)
     log_in(app, MEMBER)
     form = app.get(f"/list/{LIST}/new").forms["compose-form"]
-    form["subject"] = f"Hello {ENCODED_BREAK}" if where == "subject" else "Hello"
+    form["subject"] = f"Hello {encoded}" if where == "subject" else "Hello"
     form["body"] = "Real body.\n"
     refused = form.submit(status=400)
     assert "line break" in refused.text

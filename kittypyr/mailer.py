@@ -161,8 +161,24 @@ def send(registry, message):
     settings = registry.settings
     host = settings.get("kittypyr.smtp_host", "localhost")
     port = int(settings.get("kittypyr.smtp_port", 25))
+    sender = message["From"].addresses[0].addr_spec
+    recipients = [address.addr_spec for address in message["To"].addresses]
+    international = not all(address.isascii() for address in (sender, *recipients))
+    # Written by the message's own policy: smtplib's send_message writes a
+    # body line that starts with "From " as ">From ".
+    data = message.as_bytes(policy=message.policy.clone(utf8=True) if international else message.policy)
     try:
-        with smtplib.SMTP(host, port, timeout=30) as smtp:
-            smtp.send_message(message)
+        smtp = smtplib.SMTP(host, port, timeout=30)
     except (OSError, smtplib.SMTPException) as exc:
         raise MailNotSent(f"could not send mail through {host}:{port}: {exc}") from exc
+    try:
+        smtp.sendmail(sender, recipients, data, ("SMTPUTF8", "BODY=8BITMIME") if international else ())
+    except (OSError, smtplib.SMTPException) as exc:
+        raise MailNotSent(f"could not send mail through {host}:{port}: {exc}") from exc
+    finally:
+        # Once the server took the mail, how it answers QUIT changes nothing:
+        # told "not sent", the reader would send it again.
+        try:
+            smtp.quit()
+        except (OSError, smtplib.SMTPException):
+            smtp.close()

@@ -4,6 +4,8 @@ Roles come from FakeMailman; test_mailman.py sends a reply through a real
 Mailman core and sees it come back archived.
 """
 
+import socket
+import threading
 import time
 from datetime import datetime, timezone
 from email.message import EmailMessage
@@ -190,6 +192,63 @@ def test_empty_posts_are_refused_and_the_form_keeps_what_was_typed(site, mailman
     assert "Your message is empty" in page.text
     assert page.forms["compose-form"]["subject"].value == "A subject only"
     assert smtp.messages == []
+
+
+def test_a_body_line_starting_with_from_reaches_the_list_as_typed(site, mailman, smtp):
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"] = "Reading the patch"
+    form["body"] = "From what I see, it works.\nFrom here on, too.\n"
+    form.submit(status=303)
+    sent = smtp.wait_for().data
+    assert b"\r\nFrom what I see, it works.\r\nFrom here on, too.\r\n" in sent and b">From" not in sent
+
+
+class AcceptsThenFailsToQuit(threading.Thread):
+    """An SMTP server that takes the mail (250 to its data), then answers 421 to QUIT."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepted = []
+
+    def run(self):
+        connection, _ = self.listener.accept()
+        with connection, connection.makefile("rb") as lines:
+            def say(text):
+                connection.sendall(text.encode() + b"\r\n")
+
+            say("220 sink ready")
+            for line in lines:
+                verb = line[:4].upper()
+                if verb in (b"EHLO", b"HELO"):
+                    say("250 sink")
+                elif verb == b"DATA":
+                    say("354 go on")
+                    data = b"".join(iter(lines.readline, b".\r\n"))
+                    self.accepted.append(data)
+                    say("250 queued")
+                elif verb == b"QUIT":
+                    say("421 closing at once")
+                    return
+                else:
+                    say("250 ok")
+
+
+def test_mail_the_smtp_server_accepted_is_told_sent_whatever_it_answers_to_quit(site, mailman, monkeypatch):
+    server = AcceptsThenFailsToQuit()
+    server.start()
+    monkeypatch.setitem(site.registry.settings, "kittypyr.smtp_port", str(server.port))
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"] = "Queued once"
+    form["body"] = "Sent once.\n"
+    form.submit(status=303)
+    server.join(timeout=10)
+    assert len(server.accepted) == 1 and b"Sent once." in server.accepted[0]
 
 
 def test_posting_needs_the_form_token(site, mailman, smtp):

@@ -1468,10 +1468,14 @@ def _fingerprint(body):
     return hashlib.sha1(body.rstrip(b" \t\r\n")).hexdigest()
 
 
+# The domain of the ids made for mail that came without one.
+DERIVED_ID_DOMAIN = "@kittypyr.invalid"
+
+
 def _derive_message_id(from_value, date_value, subject, fingerprint):
     key = "\n".join((_one_line(from_value).lower(), _one_line(date_value), subject, fingerprint))
     digest = hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()
-    return "%s@kittypyr.invalid" % digest[:32]
+    return digest[:32] + DERIVED_ID_DOMAIN
 
 
 def _is_yes(value, word):

@@ -97,6 +97,27 @@ def test_a_member_replies_with_the_whole_reference_chain(site, mailman, smtp):
     assert mail.get_content().startswith("GCC 13.")
 
 
+def test_a_reply_to_a_post_kept_under_a_derived_id_names_the_id_the_post_came_with(site, mailman, smtp):
+    # Another post reusing <second@example.org>: the archive keeps it under
+    # an id of its own making, which no mail client knows.
+    with prepare(registry=site.registry) as env:
+        reuser = archive_message(env["root"].lists[LIST], make_message(
+            message_id="<second@example.org>", subject="Re: Build broken", sender=("Cy", "cy@example.org"),
+            date=datetime(2024, 1, 4, tzinfo=timezone.utc), in_reply_to="<root@example.org>",
+            references=["<root@example.org>"], body="Clang 17 here.\n"))
+        transaction.commit()
+        path = f"/list/{LIST}/message/{reuser.__name__}/"
+        assert reuser.message_id != "second@example.org"
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(path + "reply").forms["compose-form"]
+    form["body"] = "Thanks.\n"
+    form.submit(status=303)
+    mail = smtp.wait_for(timeout=10).message
+    assert mail["In-Reply-To"] == "<second@example.org>"
+    assert mail["References"].split() == ["<root@example.org>", "<second@example.org>"]
+
+
 def test_headers_cannot_be_injected_through_subject_or_name(site, mailman, smtp):
     mailman.add_user(MEMBER, "Mia\r\nBcc: victim@example.org", roles=[(LIST, "member")])
     app = TestApp(site)

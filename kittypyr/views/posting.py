@@ -11,6 +11,7 @@ from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.view import view_config, view_defaults
 
 from kittypyr import mailer
+from kittypyr.mail import DERIVED_ID_DOMAIN
 from kittypyr.mailman import MailmanUnavailable, posting_rules, subscribe
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import MailingList, Message
@@ -106,7 +107,7 @@ class Compose:
                 message = mailer.new_message(request, user.address, user.display_name, self.mailing_list.address,
                                              subject, body)
                 if self.is_reply:
-                    mailer.add_reply_headers(message, self.context.message_id, self.context.references)
+                    mailer.add_reply_headers(message, _id_it_came_with(self.context), self.context.references)
                 mailer.send(request.registry, message)
             except mailer.UnsafeHeader:
                 return self.form(subject, body, (
@@ -127,6 +128,17 @@ class Compose:
 
 
 SENT_KEY = "kittypyr.posted_message_id"
+
+
+def _id_it_came_with(message):
+    """The Message-ID ``message`` came with, which mail clients know it by; '' if it came with none.
+
+    A post reusing another's id is kept under one of the archive's making,
+    and one without an id under one made of its content: neither names it
+    in anyone's mailbox.
+    """
+    came_with = getattr(message, "original_message_id", None) or message.message_id
+    return "" if came_with.endswith(DERIVED_ID_DOMAIN) else came_with
 
 
 @view_defaults(permission="post", renderer="kittypyr.templates:compose.pt")

@@ -498,8 +498,13 @@ list_refresher = ListRefresher()
 
 
 def posting_rules(registry, list_address):
-    """What happens to a post from the web: ``{"moderated", "approval_to_join"}``, or None.
+    """What happens to a non-member's post from the web: ``{"moderated", "members_held", "approval_to_join"}``.
 
+    ``moderated``: Mailman holds a non-member's post for a moderator, as it
+    holds its members' (its default for non-members): sent as it is, it
+    waits there. Otherwise (a list that accepts its members' posts, or
+    rejects or discards non-members'), the reader subscribes to post;
+    ``members_held``: the post then waits for a moderator all the same.
     None when Mailman cannot say.
     """
     client = mailman_client(registry)
@@ -507,8 +512,10 @@ def posting_rules(registry, list_address):
         return None
     try:
         settings = client.get_list(list_address).settings
+        members_held = settings.get("default_member_action", "defer") in ("hold", "reject", "discard")
         return {
-            "moderated": settings.get("default_member_action", "defer") in ("hold", "reject", "discard"),
+            "moderated": members_held and settings.get("default_nonmember_action", "hold") == "hold",
+            "members_held": members_held,
             "approval_to_join": settings.get("subscription_policy", "") in ("moderate", "confirm_then_moderate"),
         }
     except Exception as exc:

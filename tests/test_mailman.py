@@ -305,6 +305,22 @@ def test_a_moderated_list_says_the_post_waits_for_a_moderator(stack):
     assert "wait for their approval" in page.text and 'name="subscribe"' not in page.text
 
 
+def test_a_list_that_discards_non_members_posts_asks_them_to_subscribe(stack):
+    # Members' posts held, non-members' discarded: a non-member told that
+    # the post waits for a moderator would have it thrown away.
+    stack.create_list(DOMAIN, "release", archive_policy="public",
+                      default_member_action="hold", default_nonmember_action="discard")
+    sync(stack)
+    reader = stack.archive.reader()
+    reader.log_in(OUTSIDER, PASSWORD)
+    page = reader.get(f"list/release@{DOMAIN}/new")
+    assert page.status_code == 200
+    assert 'name="subscribe"' in page.text and "To post, you subscribe to it" in page.text
+    assert "wait for their approval before it reaches the list" not in page.text
+    refused = reader.submit(f"list/release@{DOMAIN}/new", "compose-form", subject="Hi", body="Hello.\n")
+    assert refused.status_code == 400 and "please confirm that you want to subscribe" in refused.text
+
+
 def test_sync_brings_lists_owners_and_policies_from_mailman(stack):
     team = stack.create_list(DOMAIN, "team", archive_policy="public", description="The team")
     team.add_owner("olga@example.org")

@@ -81,23 +81,26 @@ class Compose:
             return self.form(subject, body, "Your message is too long for a list.", 400)
         user = request.user
         notice = "Your message was sent to the list. It appears here once the list has delivered it."
-        if not self.is_member():
-            rules = posting_rules(request.registry, self.mailing_list.address)
-            if rules is not None and rules["moderated"]:
-                notice = "Your message was sent to the list and waits for a moderator's approval."
-            elif post.get("subscribe") != "yes":
-                return self.form(subject, body, "To post, please confirm that you want to subscribe.", 400)
-            else:
-                try:
-                    joined = subscribe(request.registry, self.mailing_list.address, user.address, user.display_name)
-                except MailmanUnavailable as exc:
-                    log.warning("subscribing %s to %s failed: %s", user.address, self.mailing_list.address, exc)
-                    return self.form(subject, body, "The list cannot be joined right now. Please try again later.",
-                                     503)
-                memberships.forget(user.address)
-                if not joined:
-                    notice = ("Your subscription waits for a moderator's approval; your message will be "
-                              "held until then.")
+        held = "Your message was sent to the list and waits for a moderator's approval."
+        rules = posting_rules(request.registry, self.mailing_list.address)
+        if self.is_member():
+            if rules is not None and rules["members_held"]:
+                notice = held
+        elif rules is not None and rules["moderated"]:
+            notice = held
+        elif post.get("subscribe") != "yes":
+            return self.form(subject, body, "To post, please confirm that you want to subscribe.", 400)
+        else:
+            try:
+                joined = subscribe(request.registry, self.mailing_list.address, user.address, user.display_name)
+            except MailmanUnavailable as exc:
+                log.warning("subscribing %s to %s failed: %s", user.address, self.mailing_list.address, exc)
+                return self.form(subject, body, "The list cannot be joined right now. Please try again later.", 503)
+            memberships.forget(user.address)
+            if not joined:
+                notice = "Your subscription waits for a moderator's approval; your message will be held until then."
+            elif rules is not None and rules["members_held"]:
+                notice = held
         # The environ outlives a retry (pyramid_retry runs the request again
         # on the same environ after a conflict): a post already sent by an
         # earlier attempt is not sent again.

@@ -118,6 +118,34 @@ def test_a_reply_to_a_post_kept_under_a_derived_id_names_the_id_the_post_came_wi
     assert mail["References"].split() == ["<root@example.org>", "<second@example.org>"]
 
 
+def test_no_post_is_offered_to_a_list_mailman_no_longer_has_and_one_not_archived_says_so(site, mailman, smtp):
+    gone, unarchived = "gone@lists.example.org", "quiet@lists.example.org"
+    with prepare(registry=site.registry) as env:
+        for address in (gone, unarchived):
+            archive_message(ensure_mailing_list(env["root"], address), make_message(
+                message_id=f"<first-{address.split('@')[0]}@example.org>", subject="Old news", sender=("Ann", "ann@example.org"),
+                date=datetime(2024, 1, 2, tzinfo=timezone.utc), body="Old news.\n"))
+        env["root"].lists[gone].in_mailman = False
+        env["root"].lists[gone].archive_policy = "public"
+        env["root"].lists[unarchived].archive_policy = "never"
+        transaction.commit()
+    mailman.add_user(MEMBER, "Mia Member", roles=[(LIST, "member"), (gone, "member"), (unarchived, "member")])
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    message = f"/list/{gone}/message/{message_id_hash('<first-gone@example.org>')}/"
+    assert 'class="reply"' not in app.get(message).text
+    assert 'class="new-thread"' not in app.get(f"/list/{gone}/").text
+    app.get(message + "reply", status=403)
+    app.get(f"/list/{gone}/new", status=403)
+
+    form = app.get(f"/list/{unarchived}/new").forms["compose-form"]
+    form["subject"], form["body"] = "Still here", "Hello.\n"
+    said = form.submit(status=303).follow().text
+    assert "no longer archived here" in said and "It appears here once" not in said
+    assert smtp.wait_for(lambda m: unarchived in m.rcpt_tos, timeout=10)
+    assert not any(gone in m.rcpt_tos for m in smtp.messages)
+
+
 def test_headers_cannot_be_injected_through_subject_or_name(site, mailman, smtp):
     mailman.add_user(MEMBER, "Mia\r\nBcc: victim@example.org", roles=[(LIST, "member")])
     app = TestApp(site)

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 from BTrees.Length import Length
 from BTrees.OOBTree import OOBTree
 from persistent import Persistent
-from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated
+from pyramid.authorization import ALL_PERMISSIONS, DENY_ALL, Allow, Authenticated, Deny, Everyone
 
 from kittypyr.addresses import list_id_of
 from kittypyr.resources.admin import ListAdmin
@@ -203,11 +203,20 @@ class MailingList(Persistent):
         return self.archive_policy == "never"
 
     @property
+    def takes_posts(self):
+        """Whether a post to the list reaches anyone: not once Mailman said it has no such list."""
+        return self.in_mailman is not False
+
+    @property
     def __acl__(self):
         """Owners and moderators moderate; a private archive is for members only."""
         # Roles come from Mailman, which names lists by their list id.
         list_id = self.list_id
-        acl = [(Allow, "site-admin", ALL_PERMISSIONS)]
+        acl = []
+        if not self.takes_posts:
+            # Mailman has no such list: a post would go to no one.
+            acl.append((Deny, Everyone, "post"))
+        acl.append((Allow, "site-admin", ALL_PERMISSIONS))
         if self.in_mailman is not False:
             acl += [
                 (Allow, f"owner:{list_id}", ("view", "post", "moderate")),

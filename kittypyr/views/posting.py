@@ -80,7 +80,9 @@ class Compose:
         if len(body) > MAX_BODY_CHARS:
             return self.form(subject, body, "Your message is too long for a list.", 400)
         user = request.user
-        notice = "Your message was sent to the list. It appears here once the list has delivered it."
+        notice = "Your message was sent to the list."
+        if not self.mailing_list.archives_no_more:
+            notice += " It appears here once the list has delivered it."
         held = "Your message was sent to the list and waits for a moderator's approval."
         rules = posting_rules(request.registry, self.mailing_list.address)
         if self.is_member():
@@ -123,6 +125,8 @@ class Compose:
             request.environ[SENT_KEY] = message["Message-ID"]
             log.info("%s posted %s to %s from the web", user.address, message["Message-ID"],
                      self.mailing_list.address)
+        if self.mailing_list.archives_no_more:
+            notice += " This list's mail is no longer archived here: it will not appear on this site."
         request.session.flash(notice)
         target = self.mailing_list
         if self.is_reply:

@@ -125,6 +125,25 @@ def test_a_password_changed_in_mailman_ends_the_sessions_opened_before(site, mai
     assert_anonymous(replay(site, copied))
 
 
+def test_no_session_is_opened_while_mailman_cannot_tell_the_account_a_password_change_would_end(
+        site, mailman, monkeypatch):
+    # Mailman accepted the password, then did not answer the account's
+    # lookup: a session opened so would be ended by no password change.
+    from kittypyr.security import memberships
+
+    real = memberships.account
+    monkeypatch.setattr(memberships, "account", lambda registry, address: True)
+    browser = TestApp(site)
+    refused = log_in(browser, MEMBER)
+    assert refused.status_int == 503 and "Please try again later" in refused.text
+    assert_anonymous(browser)
+    monkeypatch.setattr(memberships, "account", real)
+    assert log_in(browser, MEMBER).status_int == 303
+    copied = browser.cookies[COOKIE]
+    mailman.change_password(MEMBER, "another new password")
+    assert_anonymous(replay(site, copied))
+
+
 def test_a_session_of_a_deleted_account_does_not_come_back_with_a_new_account_of_its_address(site, mailman):
     browser = TestApp(site)
     log_in(browser, MEMBER)

@@ -123,7 +123,13 @@ def login(context, request):
     # The account logged in to: a password changed, or the account made
     # again, ends this session (security.current_user).
     account = memberships.account(request.registry, address)
-    headers = remember(request, User(address, display_name, user_id, account if isinstance(account, str) else ""))
+    if not isinstance(account, str):
+        # Mailman took the password, then could not say which account it is:
+        # a session opened now would outlive a change of that password.
+        log.warning("login of %s: Mailman could not tell its account", address)
+        return _login_form(request, came_from, address, status=503,
+                           error="Accounts cannot be checked right now. Please try again later.")
+    headers = remember(request, User(address, display_name, user_id, account))
     return HTTPSeeOther(came_from, headers=headers)
 
 

@@ -300,6 +300,24 @@ def test_mail_the_smtp_server_accepted_is_told_sent_whatever_it_answers_to_quit(
     assert len(server.accepted) == 1 and b"Sent once." in server.accepted[0]
 
 
+def test_a_form_sent_twice_sends_one_mail(site, mailman, smtp):
+    # A reload after sending, or the Back button and Send again.
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"], form["body"] = "Only once", "Said once.\n"
+    form.submit(status=303)
+    again = form.submit(status=303).follow()
+    assert "was sent already" in again.text
+    time.sleep(0.3)
+    assert len([m for m in smtp.messages if b"Said once." in m.data]) == 1
+    # A new form is a new message, whatever it says.
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"], form["body"] = "Only once", "Said once.\n"
+    form.submit(status=303)
+    smtp.wait_for(lambda m: len([x for x in smtp.messages if b"Said once." in x.data]) == 2, timeout=10)
+
+
 def test_posting_needs_the_form_token(site, mailman, smtp):
     app = TestApp(site)
     log_in(app, MEMBER)

@@ -176,6 +176,19 @@
     problem.textContent = text;
   }
 
+  // A message is sent once: its Send button goes off as the form goes (the
+  // server sends a form once too). Back on the page (Back), it works again.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.id !== "compose-form" || event.defaultPrevented) { return; }
+    var send = form.querySelector("button[type=submit]");
+    if (send) { window.setTimeout(function () { send.disabled = true; }, 0); }
+  });
+  window.addEventListener("pageshow", function () {
+    var send = document.querySelector("#compose-form button[type=submit]");
+    if (send) { send.disabled = false; }
+  });
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     var button = event.submitter;

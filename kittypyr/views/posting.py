@@ -6,6 +6,7 @@ through Mailman and its archiver. Nothing is stored here on the way.
 """
 
 import logging
+import secrets
 
 from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.view import view_config, view_defaults
@@ -48,6 +49,9 @@ class Compose:
 
     def form(self, subject, body, error=None, status=200):
         self.request.response.status = status
+        # Names this message, whatever it says: sent once, the same form
+        # sent again (a reload, Back and Send) sends nothing more.
+        draft = self.request.POST.get("draft") or secrets.token_urlsafe(12)
         member = self.is_member()
         rules = None if member else posting_rules(self.request.registry, self.mailing_list.address)
         return {
@@ -59,6 +63,7 @@ class Compose:
             "is_member": member,
             "rules": rules,
             "csrf_token": self.request.session.get_csrf_token(),
+            "draft": draft,
             "action": self.request.resource_url(self.context, "reply" if self.is_reply else "new"),
         }
 
@@ -103,6 +108,10 @@ class Compose:
                 notice = "Your subscription waits for a moderator's approval; your message will be held until then."
             elif rules is not None and rules["members_held"]:
                 notice = held
+        draft = post.get("draft", "")[:40]
+        if draft and draft in request.session.get(SENT_DRAFTS_KEY, ()):
+            request.session.flash("This message was sent already: it was not sent again.")
+            return HTTPSeeOther(request.resource_url(self._after_sending()))
         # The environ outlives a retry (pyramid_retry runs the request again
         # on the same environ after a conflict): a post already sent by an
         # earlier attempt is not sent again.
@@ -123,18 +132,26 @@ class Compose:
                 return self.form(subject, body,
                                  "Your message could not be sent right now. Please try again later.", 503)
             request.environ[SENT_KEY] = message["Message-ID"]
+            if draft:
+                request.session[SENT_DRAFTS_KEY] = [*request.session.get(SENT_DRAFTS_KEY, ()), draft][-SENT_DRAFTS_KEPT:]
             log.info("%s posted %s to %s from the web", user.address, message["Message-ID"],
                      self.mailing_list.address)
         if self.mailing_list.archives_no_more:
             notice += " This list's mail is no longer archived here: it will not appear on this site."
         request.session.flash(notice)
-        target = self.mailing_list
+        return HTTPSeeOther(request.resource_url(self._after_sending()))
+
+    def _after_sending(self):
+        """Where a reader goes once their message is sent: its thread, or the list."""
         if self.is_reply:
-            target = self.mailing_list.threads.data.get(self.context.thread) or self.context
-        return HTTPSeeOther(request.resource_url(target))
+            return self.mailing_list.threads.data.get(self.context.thread) or self.context
+        return self.mailing_list
 
 
 SENT_KEY = "kittypyr.posted_message_id"
+# The drafts a session sent last (their forms' ``draft``): a cookie holds few.
+SENT_DRAFTS_KEY = "sent_drafts"
+SENT_DRAFTS_KEPT = 10
 
 
 def _id_it_came_with(message):

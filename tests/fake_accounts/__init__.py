@@ -10,7 +10,7 @@ application: it lives with the tests only.
 
 from pyramid.settings import aslist
 
-from kittypyr import standalone
+from kittypyr import security, standalone
 from kittypyr.mailman import LoginRefused
 from kittypyr.views import accounts
 
@@ -25,5 +25,7 @@ def includeme(config):
         return address, address.split("@", 1)[0].title(), f"id-{address}"
 
     accounts.check_login = check_login
+    # Each account is told apart, as Mailman tells them (kittypyr.mailman.account_of).
+    security.memberships.account = lambda registry, address: f"fake:{address}" if address in passwords else False
     # Accounts answer: pages offer logging in.
     standalone.presence.available = lambda registry: True

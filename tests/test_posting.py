@@ -318,6 +318,33 @@ def test_a_form_sent_twice_sends_one_mail(site, mailman, smtp):
     smtp.wait_for(lambda m: len([x for x in smtp.messages if b"Said once." in x.data]) == 2, timeout=10)
 
 
+def test_a_reply_to_a_message_deleted_meanwhile_is_not_sent_and_its_text_is_shown_back(site, mailman, smtp):
+    from kittypyr import moderation
+    from kittypyr.security import User
+
+    with prepare(registry=site.registry) as env:
+        doomed = archive_message(env["root"].lists[LIST], make_message(
+            message_id="<doomed@example.org>", subject="Re: Build broken", sender=("Dan", "dan@example.org"),
+            date=datetime(2024, 1, 5, tzinfo=timezone.utc), in_reply_to="<root@example.org>",
+            references=["<root@example.org>"], body="Spam, really.\n"))
+        transaction.commit()
+        path = f"/list/{LIST}/message/{doomed.__name__}/"
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(path + "reply").forms["compose-form"]
+    form["body"] = "A long answer I spent an hour on.\n"
+    with prepare(registry=site.registry) as env:
+        moderation.delete_messages(env["root"].lists[LIST], [doomed.__name__], User("admin@example.org", "Admin"),
+                                   registry=site.registry)
+        transaction.commit()
+    gone = form.submit(status=410)
+    assert "Your reply was not sent" in gone.text
+    assert "A long answer I spent an hour on." in gone.html.select_one("textarea.typed").text
+    app.get(path + "reply", status=410)
+    time.sleep(0.2)
+    assert not any(b"spent an hour" in m.data for m in smtp.messages)
+
+
 def test_posting_needs_the_form_token(site, mailman, smtp):
     app = TestApp(site)
     log_in(app, MEMBER)

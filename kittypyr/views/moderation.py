@@ -409,11 +409,17 @@ def _packing_state(packer):
 @view_config(context=DeletedMessage, name="html", renderer="kittypyr.templates:gone.pt")
 @view_config(context=DeletedMessage, name="diff", renderer="kittypyr.templates:gone.pt")
 @view_config(context=DeletedMessage, name="quote", renderer="kittypyr.templates:gone.pt")
+@view_config(context=DeletedMessage, name="reply", renderer="kittypyr.templates:gone.pt")
 def message_gone(context, request):
-    """410 Gone, with the way to the conversation it was part of."""
+    """410 Gone, with the way to the conversation it was part of.
+
+    A reply sent to a message deleted while it was being written is not
+    sent; what the reader wrote is shown back, not lost.
+    """
     request.response.status = 410
+    typed = request.POST.get("body", "") if request.method == "POST" and request.view_name == "reply" else ""
     return {"what": "message", "mailing_list": context.mailing_list, "thread": context.thread(),
-            "deleted": format_date(context.deleted_at)}
+            "deleted": format_date(context.deleted_at), "typed": typed}
 
 
 @view_config(context=DeletedThread, renderer="kittypyr.templates:gone.pt")
@@ -422,4 +428,4 @@ def message_gone(context, request):
 def thread_gone(context, request):
     request.response.status = 410
     return {"what": "thread", "mailing_list": context.mailing_list, "thread": None,
-            "deleted": format_date(context.deleted_at)}
+            "deleted": format_date(context.deleted_at), "typed": ""}

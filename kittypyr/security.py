@@ -452,6 +452,42 @@ class SignupThrottle:
 signup_throttle = SignupThrottle()
 
 
+# Posts one reader may send from the web within the login throttle's window.
+POST_LIMIT = 10
+
+
+class PostThrottle:
+    """Bounds the mail one reader can have the site send to lists.
+
+    Any logged-in reader may post to a public list, and each post is a mail
+    to every member: an account taken over, or made to spam, would
+    otherwise send as fast as it can. A reader gets so many posts within
+    the login throttle's window, counted where the sign-ups are, so that
+    every process counts them. ``kittypyr.post_limit`` sets ``limit``.
+    """
+
+    def __init__(self, clock=time.time):
+        self.clock = clock
+
+    def wait_seconds(self, counts, address, limit=POST_LIMIT):
+        """Seconds the reader ``address`` must wait before their next post; 0 if none.
+
+        ``limit``: the posts allowed within the window (``kittypyr.post_limit``).
+        """
+        now = self.clock()
+        recent = login_throttle.recent(counts, "post", address, now)
+        if len(recent) < limit:
+            return 0
+        return max(1, math.ceil(recent[-limit][0] + login_throttle.window - now))
+
+    def posted(self, counts, address):
+        now = self.clock()
+        counts.add(("post", address, int(now), address), now, login_throttle.window)
+
+
+post_throttle = PostThrottle()
+
+
 def sign(registry, purpose, value, max_age):
     """``value`` (a string) with its expiry and a signature, for a link in a mail."""
     expires = int(time.time() + max_age)

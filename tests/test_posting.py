@@ -39,7 +39,9 @@ def smtp():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, smtp):
     app = make_app(tmp_path_factory.mktemp("posting"))
-    app.registry.settings.update({"kittypyr.smtp_host": "127.0.0.1", "kittypyr.smtp_port": str(smtp.port)})
+    # Its tests post far more than a reader may in ten minutes.
+    app.registry.settings.update({"kittypyr.smtp_host": "127.0.0.1", "kittypyr.smtp_port": str(smtp.port),
+                                  "kittypyr.post_limit": "1000"})
     with prepare(registry=app.registry) as env:
         mailing_list = ensure_mailing_list(env["root"], LIST)
         archive_message(mailing_list, make_message(
@@ -343,6 +345,32 @@ def test_a_reply_to_a_message_deleted_meanwhile_is_not_sent_and_its_text_is_show
     app.get(path + "reply", status=410)
     time.sleep(0.2)
     assert not any(b"spent an hour" in m.data for m in smtp.messages)
+
+
+def test_a_reader_can_send_only_so_many_posts_in_a_while(tmp_path, mailman, smtp):
+    from kittypyr.security import POST_LIMIT
+
+    app = make_app(tmp_path)
+    app.registry.settings.update({"kittypyr.smtp_host": "127.0.0.1", "kittypyr.smtp_port": str(smtp.port)})
+    with prepare(registry=app.registry) as env:
+        ensure_mailing_list(env["root"], LIST)
+        transaction.commit()
+    try:
+        browser = TestApp(app)
+        log_in(browser, MEMBER)
+        for n in range(POST_LIMIT):
+            form = browser.get(f"/list/{LIST}/new").forms["compose-form"]
+            form["subject"], form["body"] = f"Post {n}", f"Body {n}.\n"
+            form.submit(status=303)
+        form = browser.get(f"/list/{LIST}/new").forms["compose-form"]
+        form["subject"], form["body"] = "One too many", "Kept in the form.\n"
+        refused = form.submit(status=429)
+        assert "Please wait" in refused.text and "Kept in the form." in refused.text
+        assert refused.headers["Retry-After"].isdigit()
+        time.sleep(0.3)
+        assert len(smtp.messages) == POST_LIMIT
+    finally:
+        app.registry._zodb_databases[""].close()
 
 
 def test_posting_needs_the_form_token(site, mailman, smtp):

@@ -6,9 +6,11 @@ through Mailman and its archiver. Nothing is stored here on the way.
 """
 
 import logging
+import math
 import secrets
 
 from pyramid.httpexceptions import HTTPSeeOther
+from pyramid.traversal import find_root
 from pyramid.view import view_config, view_defaults
 
 from kittypyr import mailer
@@ -16,7 +18,7 @@ from kittypyr.mail import DERIVED_ID_DOMAIN
 from kittypyr.mailman import MailmanUnavailable, posting_rules, subscribe
 from kittypyr.rendering import obfuscate_address
 from kittypyr.resources import MailingList, Message
-from kittypyr.security import list_id_of, memberships
+from kittypyr.security import POST_LIMIT, list_id_of, memberships, post_throttle
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,14 @@ class Compose:
         if len(body) > MAX_BODY_CHARS:
             return self.form(subject, body, "Your message is too long for a list.", 400)
         user = request.user
+        counts = find_root(self.context).login_failures
+        limit = int(request.registry.settings.get("kittypyr.post_limit") or POST_LIMIT)
+        wait = post_throttle.wait_seconds(counts, user.address, limit)
+        if wait and request.environ.get(SENT_KEY) is None:
+            request.response.retry_after = wait
+            return self.form(subject, body, (
+                f"You have sent many messages in a short while. Please wait {math.ceil(wait / 60)} minute(s)"
+                " and send this one again: it is kept here."), 429)
         notice = "Your message was sent to the list."
         if not self.mailing_list.archives_no_more:
             notice += " It appears here once the list has delivered it."
@@ -132,6 +142,7 @@ class Compose:
                 return self.form(subject, body,
                                  "Your message could not be sent right now. Please try again later.", 503)
             request.environ[SENT_KEY] = message["Message-ID"]
+            post_throttle.posted(counts, user.address)
             if draft:
                 request.session[SENT_DRAFTS_KEY] = [*request.session.get(SENT_DRAFTS_KEY, ()), draft][-SENT_DRAFTS_KEPT:]
             log.info("%s posted %s to %s from the web", user.address, message["Message-ID"],

@@ -178,12 +178,22 @@ class AccountExists(Exception):
     """Mailman already knows the address."""
 
 
+class AddressRefused(Exception):
+    """Mailman's check of addresses refuses the address (one its rules do not take, though mail may reach it)."""
+
+
 def create_account(registry, address, display_name, password):
     """A new Mailman user with an unverified address."""
     client = _client_or_raise(registry)
     if _ask(client.get_address, address, answers={404: _ANSWERED}) is not _ANSWERED:
         raise AccountExists(address)
-    _ask(client.create_user, address, password, display_name, answers={400: AccountExists(address)})
+    # Mailman answers 400 both for an address it holds and for one its check
+    # of addresses refuses: it held none a moment ago.
+    refused = _ask(client.create_user, address, password, display_name, answers={400: _ANSWERED})
+    if refused is _ANSWERED:
+        if _ask(client.get_address, address, answers={404: _ANSWERED}) is not _ANSWERED:
+            raise AccountExists(address)  # made meanwhile
+        raise AddressRefused(address)
 
 
 def remove_unconfirmed_account(registry, address):

@@ -161,6 +161,15 @@ def test_sign_up_confirm_by_mail_then_log_in(stack):
     assert again.status_code == 409
 
 
+def test_an_address_mailman_refuses_is_said_to_be_refused_not_taken(stack):
+    address = "dev@my_host.example.org"  # an underscore in the domain: Mailman's check refuses it
+    reader = stack.archive.reader()
+    answer = reader.submit("/signup", "signup-form", address=address, display_name="Under Score",
+                           password="underscore-pass", password_again="underscore-pass")
+    assert answer.status_code == 400, answer.text
+    assert "Mailman does not accept this address" in answer.text and "exists already" not in answer.text
+
+
 def test_an_address_signed_up_by_another_and_proved_to_mailman_otherwise_does_not_log_them_in(stack):
     address = "prey@example.org"
     intruder = stack.archive.reader()

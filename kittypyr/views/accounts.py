@@ -16,6 +16,7 @@ from kittypyr import mailer
 from kittypyr.mailman import (
     AccountExists,
     AddressNotVerified,
+    AddressRefused,
     LoginRefused,
     MailmanUnavailable,
     base_url,
@@ -224,6 +225,9 @@ def signup(context, request):
     except AccountExists:
         return _signup_form(request, values, (
             "An account with this address exists already: log in with it instead."), 409)
+    except AddressRefused:
+        return _signup_form(request, values, (
+            "Mailman does not accept this address: check its spelling, or sign up with another."), 400)
     except MailmanUnavailable as exc:
         log.warning("sign-up of %s impossible: %s", values["address"], exc)
         return _signup_form(request, values, "Accounts cannot be created right now. Please try again later.",

@@ -111,8 +111,9 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, dis
         prefix = getattr(messages.__parent__, "subject_prefix", "")
         copied = messages.undeclared_name(_undeclared_key(parsed, prefix))
         existing = messages.get(copied) if copied is not None else None
-        if existing is not None:
+        if existing is not None and _same_mail(existing, parsed, by_mailman, distinct):
             return None, existing
+        existing = None
     if existing is None:
         # A hash Mailman's Archived-At gave a message stored otherwise (an
         # odd Message-ID header) stays that message's, and a deleted one's

@@ -172,3 +172,14 @@ def test_a_copy_is_told_under_a_list_prefix_without_brackets(site):
     archive(site, post(FIRST, subject="Dev-L: Café meeting"))
     assert archive(site, post(FIRST, subject="Dev-L: Café meeting", footer=FOOTER)) == ["duplicate"]
     assert len(stored(site)) == 1
+
+
+def test_an_export_of_the_archive_keeps_each_post_without_a_message_id_apart(site):
+    # Each message of a kittypyr export is a post of its own, however alike.
+    with prepare(registry=site.registry) as env:
+        mailing_list = ensure_mailing_list(env["root"], LIST)
+        outcomes = [store_parsed(mailing_list, parse_message(post(text, message_id=None)), distinct=True).outcome
+                    for text in (FIRST, OTHER)]
+        transaction.commit()
+    assert outcomes == ["archived", "archived"]
+    assert len(stored(site)) == 2

@@ -87,6 +87,10 @@ class Compose:
         if len(body) > MAX_BODY_CHARS:
             return self.form(subject, body, "Your message is too long for a list.", 400)
         user = request.user
+        draft = post.get("draft", "")[:40]
+        if draft and draft in request.session.get(SENT_DRAFTS_KEY, ()):
+            request.session.flash("This message was sent already: it was not sent again.")
+            return HTTPSeeOther(request.resource_url(self._after_sending()))
         counts = find_root(self.context).login_failures
         limit = int(request.registry.settings.get("kittypyr.post_limit") or POST_LIMIT)
         wait = post_throttle.wait_seconds(counts, user.address, limit)
@@ -118,10 +122,6 @@ class Compose:
                 notice = "Your subscription waits for a moderator's approval; your message will be held until then."
             elif rules is not None and rules["members_held"]:
                 notice = held
-        draft = post.get("draft", "")[:40]
-        if draft and draft in request.session.get(SENT_DRAFTS_KEY, ()):
-            request.session.flash("This message was sent already: it was not sent again.")
-            return HTTPSeeOther(request.resource_url(self._after_sending()))
         # The environ outlives a retry (pyramid_retry runs the request again
         # on the same environ after a conflict): a post already sent by an
         # earlier attempt is not sent again.

@@ -197,13 +197,11 @@ def backup(paths, folder, full=False):
     if paths.blob_dir is None or not paths.blob_dir.is_dir():
         # The attachments would be left out while the backup said done.
         raise BackupRefused(_no_blob_folder(paths, "backed up"))
-    target = Path(folder).resolve()
-    for storage_place in (paths.blob_dir.resolve(), paths.data_fs.parent.resolve()):
-        if target == storage_place or storage_place in target.parents:
-            # Each backup would copy the ones before it into itself, and
-            # a lost disk would take both.
-            raise BackupRefused(f"{folder} is inside {storage_place}, where the storage is: back up into a folder"
-                                " elsewhere, best on another disk")
+    target, blobs = Path(folder).resolve(), paths.blob_dir.resolve()
+    if target == blobs or blobs in target.parents:
+        # Each backup would copy the ones before it into itself.
+        raise BackupRefused(f"{folder} is inside the blob folder {blobs}: back up into a folder elsewhere, best on"
+                            " another disk")
     repository = _backup_repository(Path(folder))
     before = set(repository.iterdir())
     _repozo("-B", "-Q", "-z", "-r", str(repository), "-f", str(paths.data_fs), *(["-F"] if full else []))

@@ -333,13 +333,14 @@ def test_a_backup_or_restore_that_would_leave_the_attachments_out_is_refused(tmp
     assert not (target / "var" / "Data.fs").exists()
 
 
-@pytest.mark.parametrize("inside", ["var/blobs/backups", "var/backups"])
-def test_a_backup_into_the_storages_own_folders_is_refused(tmp_path, original, inside):
+@pytest.mark.parametrize("inside", ["var/blobs", "var/blobs/backups"])
+def test_a_backup_into_the_blob_folder_is_refused(tmp_path, original, inside):
     folder, config = original
     import_mail(folder, config, 0, 2)
+    before = sorted((folder / "var" / "blobs").rglob("*"))
     refused = kittypyr("backup", config, folder / inside)
-    assert refused.returncode == 2 and "where the storage is: back up into a folder elsewhere" in refused.stderr
-    assert not (folder / inside).exists()
+    assert refused.returncode == 2 and "is inside the blob folder" in refused.stderr
+    assert sorted((folder / "var" / "blobs").rglob("*")) == before
 
 
 def test_a_restore_brings_back_no_attachment_of_mail_deleted_before_its_backup(tmp_path, original):

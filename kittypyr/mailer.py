@@ -21,6 +21,32 @@ class MailNotSent(Exception):
     """The SMTP server could not be reached or refused the mail."""
 
 
+class MailRefused(MailNotSent):
+    """The SMTP server refused the mail for good (a 5xx answer): sent again, it would be refused again.
+
+    ``reason``: what the server said.
+    """
+
+    def __init__(self, message, reason):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _refusal(exc):
+    """The server's words when ``exc`` is a refusal for good, else None."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        answers = list(exc.recipients.values())
+    elif isinstance(exc, (smtplib.SMTPSenderRefused, smtplib.SMTPDataError)):
+        answers = [(exc.smtp_code, exc.smtp_error)]
+    else:
+        return None
+    permanent = [text for code, text in answers if 500 <= code < 600]
+    if not permanent:
+        return None
+    said = permanent[0]
+    return single_line(said.decode("utf-8", "replace") if isinstance(said, bytes) else str(said))
+
+
 class UnsafeHeader(ValueError):
     """A mail would be written with header fields not its own: a line break decoded from an encoded word
     (``=?…?=``) in a value."""
@@ -174,6 +200,9 @@ def send(registry, message):
     try:
         smtp.sendmail(sender, recipients, data, ("SMTPUTF8", "BODY=8BITMIME") if international else ())
     except (OSError, smtplib.SMTPException) as exc:
+        reason = _refusal(exc)
+        if reason is not None:
+            raise MailRefused(f"{host}:{port} refused the mail: {reason}", reason) from exc
         raise MailNotSent(f"could not send mail through {host}:{port}: {exc}") from exc
     finally:
         # Once the server took the mail, how it answers QUIT changes nothing:

@@ -256,13 +256,14 @@ def test_a_body_line_starting_with_from_reaches_the_list_as_typed(site, mailman,
     assert b"\r\nFrom what I see, it works.\r\nFrom here on, too.\r\n" in sent and b">From" not in sent
 
 
-class AcceptsThenFailsToQuit(threading.Thread):
-    """An SMTP server that takes the mail (250 to its data), then answers 421 to QUIT."""
+class OddSMTPServer(threading.Thread):
+    """An SMTP server on loopback, for one connection, answering as ``answers`` says ({verb: reply}), else 250."""
 
-    def __init__(self):
+    def __init__(self, **answers):
         super().__init__(daemon=True)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
+        self.answers = {verb.upper().encode(): reply for verb, reply in answers.items()}
         self.accepted = []
 
     def run(self):
@@ -274,22 +275,25 @@ class AcceptsThenFailsToQuit(threading.Thread):
             say("220 sink ready")
             for line in lines:
                 verb = line[:4].upper()
-                if verb in (b"EHLO", b"HELO"):
-                    say("250 sink")
+                if verb in self.answers:
+                    say(self.answers[verb])
+                    if verb == b"QUIT" or self.answers[verb].startswith("5"):
+                        if verb == b"QUIT":
+                            return
+                        continue
                 elif verb == b"DATA":
                     say("354 go on")
-                    data = b"".join(iter(lines.readline, b".\r\n"))
-                    self.accepted.append(data)
+                    self.accepted.append(b"".join(iter(lines.readline, b".\r\n")))
                     say("250 queued")
                 elif verb == b"QUIT":
-                    say("421 closing at once")
+                    say("221 bye")
                     return
                 else:
                     say("250 ok")
 
 
 def test_mail_the_smtp_server_accepted_is_told_sent_whatever_it_answers_to_quit(site, mailman, monkeypatch):
-    server = AcceptsThenFailsToQuit()
+    server = OddSMTPServer(quit="421 closing at once")
     server.start()
     monkeypatch.setitem(site.registry.settings, "kittypyr.smtp_port", str(server.port))
     app = TestApp(site)
@@ -371,6 +375,21 @@ def test_a_reader_can_send_only_so_many_posts_in_a_while(tmp_path, mailman, smtp
         assert len(smtp.messages) == POST_LIMIT
     finally:
         app.registry._zodb_databases[""].close()
+
+
+def test_a_post_the_smtp_server_refuses_for_good_says_why_and_keeps_the_text(site, mailman, monkeypatch):
+    server = OddSMTPServer(rcpt="550 5.7.1 relaying denied for dev@lists.example.org")
+    server.start()
+    monkeypatch.setitem(site.registry.settings, "kittypyr.smtp_port", str(server.port))
+    app = TestApp(site)
+    log_in(app, MEMBER)
+    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    form["subject"], form["body"] = "Refused", "Kept here.\n"
+    refused = form.submit(status=502)
+    assert "refused your message" in refused.text and "relaying denied" in refused.text
+    assert "try again later" not in refused.text and "Kept here." in refused.text
+    server.join(timeout=10)
+    assert server.accepted == []
 
 
 def test_posting_needs_the_form_token(site, mailman, smtp):

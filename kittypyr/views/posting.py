@@ -137,6 +137,11 @@ class Compose:
                 return self.form(subject, body, (
                     "The subject or your name holds an encoded line break (=?…?=), which would forge the mail's"
                     " header: please write it otherwise."), 400)
+            except mailer.MailRefused as exc:
+                log.error("post from %s to %s refused: %s", user.address, self.mailing_list.address, exc)
+                return self.form(subject, body, (
+                    f"The mail server refused your message ({exc.reason[:300]}). It was not sent; your text is"
+                    " kept here."), 502)
             except mailer.MailNotSent as exc:
                 log.error("post from %s to %s not sent: %s", user.address, self.mailing_list.address, exc)
                 return self.form(subject, body,

@@ -392,6 +392,20 @@ def test_a_post_the_smtp_server_refuses_for_good_says_why_and_keeps_the_text(sit
     assert server.accepted == []
 
 
+def test_a_reader_logged_out_meanwhile_is_shown_what_they_wrote(site, mailman, smtp):
+    writer, elsewhere = TestApp(site), TestApp(site)
+    log_in(writer, MEMBER)
+    log_in(elsewhere, MEMBER)
+    form = writer.get(SECOND + "reply").forms["compose-form"]
+    form["body"] = "An answer typed for a long while.\n"
+    elsewhere.get("/").forms["logout"].submit()  # ends every session of the account
+    refused = form.submit(status=403)
+    assert "your message was not sent" in refused.text and "login-form" in refused.forms
+    assert "An answer typed for a long while." in refused.html.select_one("textarea.typed").text
+    time.sleep(0.2)
+    assert not any(b"typed for a long while" in m.data for m in smtp.messages)
+
+
 def test_posting_needs_the_form_token(site, mailman, smtp):
     app = TestApp(site)
     log_in(app, MEMBER)

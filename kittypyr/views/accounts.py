@@ -60,9 +60,10 @@ def safe_came_from(request, value):
     return path + (f"?{quote(parts.query, safe=_URL_SAFE)}" if parts.query else "")
 
 
-def _login_form(request, came_from, address="", error=None, status=200):
+def _login_form(request, came_from, address="", error=None, status=200, typed=""):
+    """The login page's values; ``typed``: a message the reader wrote and could not send, shown back."""
     request.response.status = status
-    return {"came_from": came_from, "address": address, "error": error,
+    return {"came_from": came_from, "address": address, "error": error, "typed": typed,
             "csrf_token": request.session.get_csrf_token()}
 
 
@@ -337,6 +338,10 @@ def confirm(context, request):
     return {"address": address, "token": token, "confirmed": True}
 
 
+# The views a reader writes a message in.
+WRITING = ("reply", "new")
+
+
 @forbidden_view_config()
 def forbidden(request):
     """403: the login form for anonymous readers, an explanation for the others.
@@ -363,8 +368,13 @@ def refusal_page(request, mailing_list):
         # Its login form would post to a /login that cannot log anyone in.
         response = no_accounts_page(request, 403)
     elif request.user is None:
-        values = _login_form(request, safe_came_from(request, request.path_qs), status=403,
-                             error="Please log in to see this page.")
+        typed = request.POST.get("body", "") if request.method == "POST" and request.view_name in WRITING else ""
+        # A post sent by a reader logged out meanwhile (in another browser):
+        # what they wrote is shown back, not lost.
+        error = ("You are not logged in any more, so your message was not sent: log in, then send it again."
+                 if typed else "Please log in to see this page.")
+        values = _login_form(request, safe_came_from(request, request.path_qs), status=403, error=error,
+                             typed=typed)
         response = render_to_response("kittypyr.templates:login.pt", values, request=request)
     else:
         # Refused inside a list the reader may read: an administrator's page.

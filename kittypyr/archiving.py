@@ -155,7 +155,8 @@ def _same_mail(stored, parsed, by_mailman=False, distinct=False):
             # Mailman hands each post over as it is: another body is another
             # post (a mailer that makes its ids from the time, two in a second).
             return False
-        return _written_alike(parsed, written_as(stored), stored.mailing_list.subject_prefix)
+        prefix = stored.mailing_list.subject_prefix
+        return _written_alike(parsed, written_as(stored, prefix), prefix)
     # One short body ("+1", "Thanks!") posted twice under one Message-ID
     # is told apart by the Date each was written with: a resent or
     # re-imported copy keeps its Date header.
@@ -164,11 +165,16 @@ def _same_mail(stored, parsed, by_mailman=False, distinct=False):
     return True
 
 
-def written_as(stored):
-    """``writing_of`` a stored message, or what a tombstone kept of it."""
+def written_as(stored, subject_prefix=""):
+    """``writing_of`` a stored message, or what a tombstone kept of it.
+
+    A stored subject is kept without the prefix its list had then: the
+    one it has now comes off too (a prefix Mailman told since).
+    """
     if isinstance(stored, Tombstone):
         return stored.writing
-    return writing_of(stored.date if stored.dated_by_header else None, stored.sender_address, stored.subject)
+    return writing_of(stored.date if stored.dated_by_header else None, stored.sender_address,
+                      without_list_prefix(stored.subject, subject_prefix))
 
 
 def _undeclared_key(parsed, subject_prefix=""):
@@ -220,7 +226,7 @@ def _reuse_ids(parsed):
     return (by_body, by_date, *(f"{by_date}.{n}" for n in range(2, REUSE_IDS_MAX)))
 
 
-def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
+def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False, distinct=False):
     """The hash ``parsed`` was deleted under, or None.
 
     Once an administrator deleted a Message-ID, mail under it (a resent
@@ -234,7 +240,8 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
     name = hash_of(parsed.message_id)
     prefix = getattr(messages.__parent__, "subject_prefix", "")
     copied = messages.undeclared_name(_undeclared_key(parsed, prefix))
-    if copied is not None and copied in tombstones:
+    if copied is not None and copied in tombstones and _copy_of_deleted(tombstones[copied], parsed, prefix,
+                                                                       by_mailman, distinct):
         return copied  # a copy of a post without a Message-ID, deleted
 
     def deleted(tombstone):
@@ -261,10 +268,23 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False):
         # Or it was, in another form: deleted if it is that post again.
         for kept in messages.reusing(name):
             tombstone = tombstones.get(kept)
-            if tombstone is not None and (tombstone.fingerprint == parsed.fingerprint
-                                          or _written_alike(parsed, tombstone.writing, prefix)):
+            if tombstone is not None and _copy_of_deleted(tombstone, parsed, prefix, by_mailman, distinct):
                 return kept
     return None
+
+
+def _copy_of_deleted(tombstone, parsed, prefix, by_mailman=False, distinct=False):
+    """Whether ``parsed`` is the post a tombstone left of (not merely under the same id or written alike).
+
+    As ``_same_mail`` tells a live message's copies: the same body, or
+    another archive's copy of it; never another post of an export, nor
+    another body Mailman handed over as it did the deleted one.
+    """
+    if tombstone.fingerprint == parsed.fingerprint:
+        return True
+    if distinct or (by_mailman and tombstone.by_mailman):
+        return False
+    return _written_alike(parsed, tombstone.writing, prefix)
 
 
 def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailman=False, distinct=False):
@@ -282,7 +302,7 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
     messages = mailing_list.messages
     hash_of = _hasher(parsed)
-    gone = _deleted_hash(messages, parsed, hash_of, by_mailman)
+    gone = _deleted_hash(messages, parsed, hash_of, by_mailman, distinct)
     if gone is not None:
         return StoreResult(SKIPPED, reason=DELETED_REASON, gone=gone)
     held = messages.get(hash_of(parsed.message_id))

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from zc.lockfile import LockError, LockFile
 from ZODB.blob import BLOB_SUFFIX, FilesystemHelper
@@ -45,9 +45,11 @@ def file_storage_of(uri):
         raise BackupRefused(
             f"the storage is {parts.scheme}://, not an embedded FileStorage: back up the ZEO server's "
             "FileStorage with repozo where it runs, or a RelStorage database with pg_dump (see the README)")
-    query = parse_qs(parts.query)
-    blob_dir = query.get("blobstorage_dir", [None])[0]
-    return FileStoragePaths(Path(unquote(parts.path)), Path(blob_dir) if blob_dir else None)
+    # As zodburi reads it: the path as written (relative to the working
+    # folder when it does not start with /), not as a URL's.
+    path, _, query = uri.split("file://", 1)[1].partition("?")
+    blob_dir = dict(parse_qsl(query)).get("blobstorage_dir")
+    return FileStoragePaths(Path(os.path.normpath(path)), Path(blob_dir) if blob_dir else None)
 
 
 def blobs_without_storage(uri):

@@ -66,11 +66,6 @@ def message_id_hash(message_id):
     return base64.b32encode(digest).decode("ascii").rstrip("=")
 
 
-# Tags and replies' marks before a subject, which copies of one post may
-# bear differently ("[Dev] Re:" in the list's mail, "Re:" in a sender's).
-_SUBJECT_MARKS = re.compile(r"^(?:\s*(?:\[[^\]]*\]|(?:re|aw|sv|fwd?)\s*:))*\s*", re.IGNORECASE)
-
-
 def _digest(text):
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
@@ -79,10 +74,12 @@ def writing_of(date, sender_address, subject):
     """What tells a post from another under its Message-ID in any form it comes in.
 
     ``(date, sender, subject)``: the moment its Date header said (None:
-    none said); digests of its sender's address and of its subject without
-    tags and replies' marks (None: not known). Digests, so that a deleted
-    message's tombstone keeps no word of it.
+    none said); digests of its sender's address and of its subject (None:
+    not known), the subject without its list's prefix (the caller takes it
+    off), in any case and spacing. Digests, so that a deleted message's
+    tombstone keeps no word of it. Tags and "Re:" stay: they tell posts
+    apart (a robot's "[host1] disk full" and "[host2] disk full").
     """
     sender = _digest(sender_address.strip().lower()) if sender_address else None
-    subject = None if subject is None else _digest(" ".join(_SUBJECT_MARKS.sub("", subject).casefold().split()))
+    subject = None if subject is None else _digest(" ".join(subject.casefold().split()))
     return date, sender, subject

@@ -126,6 +126,7 @@ class Memberships:
         client = mailman_client(registry)
         if client is None:
             return frozenset(), True, False
+        account = True  # not told yet
         try:
             account = account_of(client, address)
             if account is None:
@@ -138,7 +139,8 @@ class Memberships:
             _, found = client._connection.call("members/find", {"subscriber": address})
         except Exception as exc:  # refused connections, timeouts and HTTP errors alike
             log.warning("could not fetch the account and list roles of %s from Mailman: %r", address, exc)
-            return frozenset(), True, True
+            # The account, if Mailman told it before the roles failed, is kept.
+            return frozenset(), account, True
         entries = (found or {}).get("entries", [])
         # Found by the address itself, each entry names it (as the member's own
         # address or its user's preferred one): any other is not this reader's.
@@ -472,8 +474,10 @@ class PostThrottle:
     def wait_seconds(self, counts, address, limit=POST_LIMIT):
         """Seconds the reader ``address`` must wait before their next post; 0 if none.
 
-        ``limit``: the posts allowed within the window (``kittypyr.post_limit``).
+        ``limit``: the posts allowed within the window (``kittypyr.post_limit``; 0 or less: no limit).
         """
+        if limit <= 0:
+            return 0  # no limit
         now = self.clock()
         recent = login_throttle.recent(counts, "post", address, now)
         if len(recent) < limit:

@@ -1,6 +1,7 @@
 """``kittypyr backup`` / ``kittypyr restore``: a restored archive serves the same pages as the original."""
 
 import gzip
+from pathlib import Path
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -374,3 +375,17 @@ def test_a_restore_brings_back_no_attachment_of_mail_deleted_before_its_backup(t
     assert not any(b"reading 1\n" in data for data in restored)
     assert any(b"reading 2\n" in data for data in restored)
     assert kittypyr("check", copy_config).returncode == 0
+
+
+def test_a_relative_storage_path_is_read_as_zodburi_reads_it(tmp_path, monkeypatch):
+    from kittypyr.backup import blobs_without_storage, file_storage_of
+
+    monkeypatch.chdir(tmp_path)
+    uri = "file://var/Data.fs?blobstorage_dir=var/blobs"
+    (tmp_path / "var" / "blobs" / "0x01").mkdir(parents=True)
+    (tmp_path / "var" / "blobs" / "0x01" / "0x03.blob").write_bytes(b"kept")
+    (tmp_path / "var" / "Data.fs").write_bytes(b"FS21")
+    assert file_storage_of(uri).data_fs == Path("var/Data.fs")
+    assert blobs_without_storage(uri) is None
+    (tmp_path / "var" / "Data.fs").unlink()
+    assert "var/Data.fs does not exist" in blobs_without_storage(uri)

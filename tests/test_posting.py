@@ -317,6 +317,10 @@ def test_a_form_sent_twice_sends_one_mail(site, mailman, smtp):
     assert "was sent already" in again.text
     time.sleep(0.3)
     assert len([m for m in smtp.messages if b"Said once." in m.data]) == 1
+    # The same form, changed before it is sent again, is another message.
+    form["body"] = "Said once, then corrected.\n"
+    form.submit(status=303)
+    smtp.wait_for(lambda m: b"then corrected" in m.data, timeout=10)
     # A new form is a new message, whatever it says.
     form = app.get(f"/list/{LIST}/new").forms["compose-form"]
     form["subject"], form["body"] = "Only once", "Said once.\n"
@@ -404,6 +408,18 @@ def test_a_reader_logged_out_meanwhile_is_shown_what_they_wrote(site, mailman, s
     assert "An answer typed for a long while." in refused.html.select_one("textarea.typed").text
     time.sleep(0.2)
     assert not any(b"typed for a long while" in m.data for m in smtp.messages)
+
+
+def test_a_post_limit_of_zero_or_less_limits_nothing():
+    from kittypyr.merging import AgeingCounts
+    from kittypyr.security import post_throttle
+
+    counts = AgeingCounts()
+    for _ in range(3):
+        post_throttle.posted(counts, MEMBER)
+    assert post_throttle.wait_seconds(counts, MEMBER, 0) == 0
+    assert post_throttle.wait_seconds(counts, MEMBER, -1) == 0
+    assert post_throttle.wait_seconds(counts, MEMBER, 3) > 0
 
 
 def test_posting_needs_the_form_token(site, mailman, smtp):

@@ -183,3 +183,41 @@ def test_an_export_of_the_archive_keeps_each_post_without_a_message_id_apart(sit
         transaction.commit()
     assert outcomes == ["archived", "archived"]
     assert len(stored(site)) == 2
+
+
+def test_posts_without_a_message_id_told_apart_by_their_tags_or_a_reply_mark_are_kept(site):
+    # A robot reporting on two hosts in one second, and a reply in it too.
+    noted = [post(f"Body of {subject}.", message_id=None, subject=subject)
+             for subject in ("[host1] disk full", "[host2] disk full", "Re: disk full")]
+    assert archive(site, *noted) == ["archived"] * 3
+
+
+def test_a_deleted_post_without_a_message_id_keeps_out_its_copies_only(site):
+    with prepare(registry=site.registry) as env:
+        store_parsed(ensure_mailing_list(env["root"], LIST), parse_message(post("one", message_id=None,
+                                                                                subject="test")), by_mailman=True)
+        transaction.commit()
+    with prepare(registry=site.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        moderation.delete_messages(mailing_list, list(mailing_list.messages.data.keys()), ADMIN)
+        transaction.commit()
+    with prepare(registry=site.registry) as env:
+        mailing_list = env["root"].lists[LIST]
+        # An export's post is a post of its own; so is one Mailman hands over with another body, as it
+        # handed over the deleted one; another archive's copy of the deleted one is that post.
+        exported = store_parsed(mailing_list, parse_message(post("two", message_id=None, subject="test")),
+                                distinct=True)
+        handed = store_parsed(mailing_list, parse_message(post("three", message_id=None, subject="test")),
+                              by_mailman=True)
+        copy = store_parsed(mailing_list, parse_message(post("one", message_id=None, subject="test",
+                                                             footer=FOOTER)))
+        transaction.commit()
+    assert (exported.outcome, handed.outcome, copy.outcome) == ("archived", "archived", "skipped")
+
+
+def test_a_copy_is_told_once_the_list_prefix_is_known_after_archiving(site):
+    archive(site, post(FIRST, subject="Dev-L: Café meeting"))  # the prefix not known yet: kept as it came
+    with prepare(registry=site.registry) as env:
+        env["root"].lists[LIST].subject_prefix = "Dev-L:"
+        transaction.commit()
+    assert archive(site, post(FIRST, subject="Dev-L: Café meeting", footer=FOOTER)) == ["duplicate"]

@@ -5,6 +5,7 @@ verified address, and comes back into the archive the way all mail does:
 through Mailman and its archiver. Nothing is stored here on the way.
 """
 
+import hashlib
 import logging
 import math
 import secrets
@@ -87,7 +88,8 @@ class Compose:
         if len(body) > MAX_BODY_CHARS:
             return self.form(subject, body, "Your message is too long for a list.", 400)
         user = request.user
-        draft = post.get("draft", "")[:40]
+        # The form's draft and what it says: the same form changed is another message.
+        draft = _sent_form(post.get("draft", "")[:40], subject, body)
         if draft and draft in request.session.get(SENT_DRAFTS_KEY, ()):
             request.session.flash("This message was sent already: it was not sent again.")
             return HTTPSeeOther(request.resource_url(self._after_sending()))
@@ -147,11 +149,13 @@ class Compose:
                 return self.form(subject, body,
                                  "Your message could not be sent right now. Please try again later.", 503)
             request.environ[SENT_KEY] = message["Message-ID"]
-            post_throttle.posted(counts, user.address)
-            if draft:
-                request.session[SENT_DRAFTS_KEY] = [*request.session.get(SENT_DRAFTS_KEY, ()), draft][-SENT_DRAFTS_KEPT:]
             log.info("%s posted %s to %s from the web", user.address, message["Message-ID"],
                      self.mailing_list.address)
+        # Run again after a conflict, the request sends nothing more but
+        # counts what was sent once more: the first run's counts were undone.
+        post_throttle.posted(counts, user.address)
+        if draft:
+            request.session[SENT_DRAFTS_KEY] = [*request.session.get(SENT_DRAFTS_KEY, ()), draft][-SENT_DRAFTS_KEPT:]
         if self.mailing_list.archives_no_more:
             notice += " This list's mail is no longer archived here: it will not appear on this site."
         request.session.flash(notice)
@@ -168,6 +172,14 @@ SENT_KEY = "kittypyr.posted_message_id"
 # The drafts a session sent last (their forms' ``draft``): a cookie holds few.
 SENT_DRAFTS_KEY = "sent_drafts"
 SENT_DRAFTS_KEPT = 10
+
+
+def _sent_form(draft, subject, body):
+    """What a session remembers of a form it sent: its draft and a digest of what it said; '' without a draft."""
+    if not draft:
+        return ""
+    said = "\n".join((subject, body)).encode("utf-8", "surrogatepass")
+    return f"{draft}:{hashlib.sha256(said).hexdigest()[:16]}"
 
 
 def _id_it_came_with(message):

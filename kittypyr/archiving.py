@@ -127,8 +127,9 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, dis
     elif _same_mail(existing, parsed, by_mailman, distinct):
         return None, existing
     # Another post already kept under a derived id, come again in another
-    # form (its derived id is made of its bytes, which differ).
-    for kept in messages.reusing(name):
+    # form (its derived id is made of its bytes, which differ). The empty
+    # id names no post: none of the many kept under it is another's copy.
+    for kept in messages.reusing(name) if parsed.message_id else ():
         existing = messages.get(kept)
         if existing is not None and _same_mail(existing, parsed, by_mailman, distinct):
             return None, existing
@@ -266,7 +267,7 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False, d
             if derived in tombstones and deleted(tombstones[derived]):
                 return derived
         # Or it was, in another form: deleted if it is that post again.
-        for kept in messages.reusing(name):
+        for kept in messages.reusing(name) if parsed.message_id else ():
             tombstone = tombstones.get(kept)
             if tombstone is not None and _copy_of_deleted(tombstone, parsed, prefix, by_mailman, distinct):
                 return kept

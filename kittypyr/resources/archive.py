@@ -30,12 +30,13 @@ class MailingLists(Container):
     deletions_of_removed = None
 
     def add(self, name, resource, send_events=True):
+        added = super().add(name, resource, send_events)
         kept = None if self.deletions_of_removed is None else self.deletions_of_removed.get(name)
         if kept is not None:
             del self.deletions_of_removed[name]
             messages = resource.messages
             messages.tombstones, messages.reused, messages.undeclared = kept
-        return super().add(name, resource, send_events)
+        return added
 
     def remove(self, name, send_events=True):
         mailing_list = super().remove(name, send_events)

@@ -335,6 +335,12 @@ class Checker:
                 if self.repair:
                     self.people_to_rebuild = True
         writers = {person_id for person_id, _ in self.senders_seen}
+        unnamed = [person_id for person_id in writers if person_id not in people.addresses]
+        if unnamed:
+            # Their last message deleted while they posted another: no profile leads to them.
+            self.found("people", "/users/", f"{counted(len(unnamed), 'sender')} with messages and no address kept")
+            if self.repair:
+                self.people_to_rebuild = True
         kept = [person_id for person_id in people.addresses.keys() if person_id not in writers]
         if kept:
             # Their profile would answer, and their address stay on disk, with no mail of theirs left.

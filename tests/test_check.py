@@ -214,6 +214,11 @@ def address_of_nobody(archive, mailing_list):
     people.addresses[people.person_id("gone@example.org")] = "gone@example.org"
 
 
+def writer_without_an_address(archive, mailing_list):
+    people = archive.people
+    del people.addresses[people.person_id("person1@example.org")]
+
+
 DAMAGE = {
     "a message missing from the catalog": (unindex_message, f"catalog: /list/{LIST}/message/{h(1)}: missing"),
     "a message unknown to the catalog": (forget_message, f"catalog: /list/{LIST}/message/{h(2)}: not catalogued"),
@@ -233,6 +238,7 @@ DAMAGE = {
     "a sender's post count": (wrong_post_count, "person1@example.org: 3 posts and 1 dated instead of 1"),
     "a sender's dated posts": (lost_dated_post, "person2@example.org: 1 post and 0 dated instead of 1"),
     "posts in a list the sender never wrote to": (posts_of_nobody, "person1@example.org: 4 posts, and no message"),
+    "a writer without an address": (writer_without_an_address, "/users/: 1 sender with messages and no address"),
     "an address kept of nobody": (address_of_nobody, "/users/: 1 address kept of senders with no message"),
     "a deleted message still present": (live_tombstones, f"{h(4)}: deleted, yet still in the archive"),
     "a tombstone keeping a sender's address": (tombstone_in_the_clear, "1 deleted message kept with the sender's"

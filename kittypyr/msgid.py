@@ -70,16 +70,33 @@ def _digest(text):
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+# What may stand before a subject: a tag ("[Dev]", "[host1]") or a reply's
+# mark ("Re:", "AW:", "Fwd:", "Re[2]:"), in either order ("Re: [Dev]" in a
+# sender's copy, "[Dev] Re:" as Mailman 2 wrote it).
+_LEADING = re.compile(r"\s*(\[[^\]]*\]|(?:re|aw|sv|fwd?)\s*(?:\[\d+\])?\s*:)", re.IGNORECASE)
+
+
+def _subject_key(subject):
+    """``subject`` without its replies' marks, its tags kept in their order, in any case and spacing."""
+    tags, at = [], 0
+    while (found := _LEADING.match(subject, at)) is not None:
+        if found.group(1).startswith("["):
+            tags.append(found.group(1))
+        at = found.end()
+    return " ".join(" ".join([*tags, subject[at:]]).casefold().split())
+
+
 def writing_of(date, sender_address, subject):
     """What tells a post from another under its Message-ID in any form it comes in.
 
     ``(date, sender, subject)``: the moment its Date header said (None:
     none said); digests of its sender's address and of its subject (None:
     not known), the subject without its list's prefix (the caller takes it
-    off), in any case and spacing. Digests, so that a deleted message's
-    tombstone keeps no word of it. Tags and "Re:" stay: they tell posts
-    apart (a robot's "[host1] disk full" and "[host2] disk full").
+    off) nor its replies' marks, whose place copies differ on. Its tags
+    stay, in their order: they tell posts apart (a robot's "[host1] disk
+    full" and "[host2] disk full"). Digests, so that a deleted message's
+    tombstone keeps no word of it.
     """
     sender = _digest(sender_address.strip().lower()) if sender_address else None
-    subject = None if subject is None else _digest(" ".join(subject.casefold().split()))
+    subject = None if subject is None else _digest(_subject_key(subject))
     return date, sender, subject

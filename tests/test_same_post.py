@@ -185,11 +185,17 @@ def test_an_export_of_the_archive_keeps_each_post_without_a_message_id_apart(sit
     assert len(stored(site)) == 2
 
 
-def test_posts_without_a_message_id_told_apart_by_their_tags_or_a_reply_mark_are_kept(site):
-    # A robot reporting on two hosts in one second, and a reply in it too.
+def test_posts_without_a_message_id_told_apart_by_their_tags_are_kept(site):
+    # A robot reporting on three hosts in one second.
     noted = [post(f"Body of {subject}.", message_id=None, subject=subject)
-             for subject in ("[host1] disk full", "[host2] disk full", "Re: disk full")]
+             for subject in ("[host1] disk full", "[host2] disk full", "disk full")]
     assert archive(site, *noted) == ["archived"] * 3
+    # A copy is that post, whichever side of its tag a reply's mark stands on.
+    assert archive(site, post("Body of [host1] disk full.", message_id=None, subject="Re: [host1] disk full",
+                              footer=FOOTER)) == ["duplicate"]
+    assert archive(site, post("Body of [host1] disk full.", message_id=None, subject="[host1] Re: disk full",
+                              footer=FOOTER)) == ["duplicate"]
+    assert len(stored(site)) == 3
 
 
 def test_a_deleted_post_without_a_message_id_keeps_out_its_copies_only(site):

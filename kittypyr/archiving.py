@@ -93,8 +93,10 @@ def _hasher(parsed):
     return hash_of
 
 
-def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, distinct=False):
+def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, distinct=False, undeclared=None):
     """The Message-ID to store ``parsed`` under, or None if it is a duplicate.
+
+    ``undeclared``: ``_undeclared_key`` of ``parsed``, for mail without a Message-ID.
 
     A different message that reuses an archived Message-ID (or the one an
     archived message's Archived-At names) is kept under an id derived from
@@ -108,8 +110,7 @@ def _storage_id(messages, parsed, hash_of=message_id_hash, by_mailman=False, dis
     tombstones = messages.tombstones
     if existing is None:
         # Another copy of a post that came without a Message-ID.
-        prefix = getattr(messages.__parent__, "subject_prefix", "")
-        copied = messages.undeclared_name(_undeclared_key(parsed, prefix))
+        copied = messages.undeclared_name(undeclared)
         existing = messages.get(copied) if copied is not None else None
         if existing is not None and _same_mail(existing, parsed, by_mailman, distinct):
             return None, existing
@@ -227,7 +228,7 @@ def _reuse_ids(parsed):
     return (by_body, by_date, *(f"{by_date}.{n}" for n in range(2, REUSE_IDS_MAX)))
 
 
-def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False, distinct=False):
+def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False, distinct=False, undeclared=None):
     """The hash ``parsed`` was deleted under, or None.
 
     Once an administrator deleted a Message-ID, mail under it (a resent
@@ -240,7 +241,7 @@ def _deleted_hash(messages, parsed, hash_of=message_id_hash, by_mailman=False, d
     tombstones = messages.tombstones
     name = hash_of(parsed.message_id)
     prefix = getattr(messages.__parent__, "subject_prefix", "")
-    copied = messages.undeclared_name(_undeclared_key(parsed, prefix))
+    copied = messages.undeclared_name(undeclared)
     if copied is not None and copied in tombstones and _copy_of_deleted(tombstones[copied], parsed, prefix,
                                                                        by_mailman, distinct):
         return copied  # a copy of a post without a Message-ID, deleted
@@ -303,14 +304,15 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
         return StoreResult(SKIPPED, reason="the message asks not to be archived")
     messages = mailing_list.messages
     hash_of = _hasher(parsed)
-    gone = _deleted_hash(messages, parsed, hash_of, by_mailman, distinct)
+    undeclared = _undeclared_key(parsed, mailing_list.subject_prefix)
+    gone = _deleted_hash(messages, parsed, hash_of, by_mailman, distinct, undeclared)
     if gone is not None:
         return StoreResult(SKIPPED, reason=DELETED_REASON, gone=gone)
     held = messages.get(hash_of(parsed.message_id))
     if held is not None and held.rebuilt and not getattr(parsed, "rebuilt", False) and originals \
             and _may_be_original(held, parsed):
         return _replace_rebuilt(mailing_list, held, parsed, registry)
-    message_id, existing = _storage_id(messages, parsed, hash_of, by_mailman, distinct)
+    message_id, existing = _storage_id(messages, parsed, hash_of, by_mailman, distinct, undeclared)
     if message_id is None:
         return StoreResult(DUPLICATE, existing)
 
@@ -336,7 +338,6 @@ def store_parsed(mailing_list, parsed, registry=None, originals=False, by_mailma
     messages.add(name, message)
     if message_id != parsed.message_id:
         messages.note_reuse(hash_of(parsed.message_id), name)
-    undeclared = _undeclared_key(parsed, mailing_list.subject_prefix)
     if undeclared is not None:
         messages.note_undeclared(undeclared, name)
     if parsed.permalink_id and message_id == parsed.message_id:

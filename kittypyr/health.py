@@ -46,7 +46,7 @@ from kittypyr.people import dated_post, dated_posts_in, rebuild_people
 from kittypyr.resources import Message, Thread
 from kittypyr.resources.thread import ROOTS, month_of
 from kittypyr.stats import ListActivity, activity_of, rank_of, rebuild_activity
-from kittypyr.votes import rebuild_totals
+from kittypyr.votes import rebuild_totals, tallies_and_messages, totals_due
 from kittypyr.wording import counted
 
 log = logging.getLogger(__name__)
@@ -362,26 +362,17 @@ class Checker:
         kept = getattr(archive, "votes", None)
         if kept is None:
             return
-        lists = archive.lists
-        thread_totals, sender_totals = collections.Counter(), collections.Counter()
         wrong = False
-        for (list_address, name), tally in kept.tallies.items():
-            mailing_list = lists.get(list_address)
-            message = mailing_list.messages.get(name) if mailing_list is not None else None
+        for (list_address, name), tally, message in tallies_and_messages(archive):
             if message is None:
                 self.found("votes", f"/list/{list_address}/message/{name}/",
                            f"{counted(tally.up() + tally.down(), 'vote')} kept for a message not in the archive")
                 wrong = True
-                continue
-            if tally.thread != message.thread:
+            elif tally.thread != message.thread:
                 self.found("votes", resource_path(message),
                            f"its votes are counted in thread {tally.thread}, not in its own {message.thread}")
                 wrong = True
-            score = tally.score
-            if score:
-                thread_totals[(list_address, message.thread)] += score
-                if tally.sender:
-                    sender_totals[(tally.sender, list_address)] += score
+        thread_totals, sender_totals = totals_due(archive)
         people = getattr(archive, "people", None)
         for kind, totals, expected in (("thread", kept.threads, thread_totals),
                                        ("sender", kept.senders, sender_totals)):

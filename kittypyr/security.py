@@ -337,8 +337,8 @@ class LoginThrottle:
     def recent(self, failures, kind, who, now):
         """``[(time, account address)]`` of what ``failures`` counts for ``who`` under ``kind`` within the window, oldest first.
 
-        ``kind``: "account" or "client" for wrong passwords, "signup" for
-        the sign-ups the same record counts (``SignupThrottle``).
+        ``kind``: "account" or "client" for wrong passwords, or the kind of
+        ``RecentActs`` the same record counts ("signup", "post").
         """
         who = who or ""
         entries = []
@@ -418,37 +418,64 @@ def throttled_client(request):
 SIGNUP_LIMIT = 5
 
 
-class SignupThrottle:
-    """Bounds the confirmation mails one client can have the site send.
+class RecentActs:
+    """Acts of one ``kind`` (sign-ups, posts) counted per client or reader within the login throttle's window.
 
-    Anyone may sign up any address, and each sign-up makes a Mailman
-    account and mails the address a link: without a bound, one client could
-    have the site mail thousands of strangers. A client address gets
-    ``limit`` sign-ups within the login throttle's window; the others wait
-    until the oldest ages out. The sign-ups are counted with the wrong
-    passwords (``archive.login_failures``), whose generations age by that
-    same window, so that every process counts them.
+    They are counted with the wrong passwords (``archive.login_failures``),
+    whose generations age by that same window, so that every process
+    counts them alike.
     """
 
-    def __init__(self, limit=SIGNUP_LIMIT, clock=time.time):
-        self.limit = limit
+    kind = None
+
+    def __init__(self, clock=time.time):
         self.clock = clock
 
     @property
     def window(self):
         return login_throttle.window
 
+    def wait_for(self, counts, who, limit):
+        """Seconds ``who`` must wait before acting again, ``limit`` acts a window; 0 if none.
+
+        A ``limit`` of 0 or less limits nothing.
+        """
+        if limit <= 0:
+            return 0
+        now = self.clock()
+        recent = login_throttle.recent(counts, self.kind, who, now)
+        if len(recent) < limit:
+            return 0
+        return max(1, math.ceil(recent[-limit][0] + self.window - now))
+
+    def note(self, counts, who, address):
+        """``who`` acted now, for ``address``."""
+        now = self.clock()
+        counts.add((self.kind, who or "", int(now), address), now, self.window)
+
+
+class SignupThrottle(RecentActs):
+    """Bounds the confirmation mails one client can have the site send.
+
+    Anyone may sign up any address, and each sign-up makes a Mailman
+    account and mails the address a link: without a bound, one client could
+    have the site mail thousands of strangers. A client address gets
+    ``limit`` sign-ups within the login throttle's window; the others wait
+    until the oldest ages out.
+    """
+
+    kind = "signup"
+
+    def __init__(self, limit=SIGNUP_LIMIT, clock=time.time):
+        super().__init__(clock)
+        self.limit = limit
+
     def wait_seconds(self, counts, client):
         """Seconds ``client`` must wait before its next sign-up; 0 if none."""
-        now = self.clock()
-        recent = login_throttle.recent(counts, "signup", client, now)
-        if len(recent) < self.limit:
-            return 0
-        return max(1, math.ceil(recent[-self.limit][0] + self.window - now))
+        return self.wait_for(counts, client, self.limit)
 
     def signed_up(self, counts, client, address):
-        now = self.clock()
-        counts.add(("signup", client or "", int(now), address), now, self.window)
+        self.note(counts, client, address)
 
 
 signup_throttle = SignupThrottle()
@@ -458,35 +485,26 @@ signup_throttle = SignupThrottle()
 POST_LIMIT = 10
 
 
-class PostThrottle:
+class PostThrottle(RecentActs):
     """Bounds the mail one reader can have the site send to lists.
 
     Any logged-in reader may post to a public list, and each post is a mail
     to every member: an account taken over, or made to spam, would
     otherwise send as fast as it can. A reader gets so many posts within
-    the login throttle's window, counted where the sign-ups are, so that
-    every process counts them. ``kittypyr.post_limit`` sets ``limit``.
+    the login throttle's window (``kittypyr.post_limit``).
     """
 
-    def __init__(self, clock=time.time):
-        self.clock = clock
+    kind = "post"
 
     def wait_seconds(self, counts, address, limit=POST_LIMIT):
         """Seconds the reader ``address`` must wait before their next post; 0 if none.
 
         ``limit``: the posts allowed within the window (``kittypyr.post_limit``; 0 or less: no limit).
         """
-        if limit <= 0:
-            return 0  # no limit
-        now = self.clock()
-        recent = login_throttle.recent(counts, "post", address, now)
-        if len(recent) < limit:
-            return 0
-        return max(1, math.ceil(recent[-limit][0] + login_throttle.window - now))
+        return self.wait_for(counts, address, limit)
 
     def posted(self, counts, address):
-        now = self.clock()
-        counts.add(("post", address, int(now), address), now, login_throttle.window)
+        self.note(counts, address, address)
 
 
 post_throttle = PostThrottle()

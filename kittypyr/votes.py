@@ -13,6 +13,7 @@ that thread's total (through the same merging counters), and take the votes
 of a removed message out of the totals.
 """
 
+import collections
 from datetime import datetime, timezone
 
 from BTrees.Length import Length
@@ -221,6 +222,29 @@ def message_moved(archive, message):
     tally.thread = message.thread
 
 
+def tallies_and_messages(archive):
+    """``(key, tally, message)`` of every tally kept, ``message`` None when it is not in the archive."""
+    for key, tally in list(archive.votes.tallies.items()):
+        list_address, name = key
+        mailing_list = archive.lists.get(list_address)
+        yield key, tally, mailing_list.messages.get(name) if mailing_list is not None else None
+
+
+def totals_due(archive):
+    """``(thread totals, sender totals)`` the live messages' tallies add up to, keyed as ``Votes`` keys them.
+
+    Each score counts in the thread its message is in now.
+    """
+    threads, senders = collections.Counter(), collections.Counter()
+    for (list_address, _), tally, message in tallies_and_messages(archive):
+        score = tally.score if message is not None else 0
+        if score:
+            threads[(list_address, message.thread)] += score
+            if tally.sender:
+                senders[(tally.sender, list_address)] += score
+    return threads, senders
+
+
 def rebuild_totals(archive):
     """Recount every thread's total and sender's reputation from the messages' tallies.
 
@@ -230,15 +254,13 @@ def rebuild_totals(archive):
     votes = archive.votes
     votes.threads.clear()
     votes.senders.clear()
-    for (list_address, name), tally in list(votes.tallies.items()):
-        mailing_list = archive.lists.get(list_address)
-        message = mailing_list.messages.get(name) if mailing_list is not None else None
+    for key, tally, message in tallies_and_messages(archive):
         if message is None:
-            del votes.tallies[(list_address, name)]
+            del votes.tallies[key]
             continue
         if tally.thread != message.thread:
             tally.thread = message.thread
-        _move(votes, list_address, tally, tally.score)
+        _move(votes, key[0], tally, tally.score)
 
 
 def _votes_of(resource):

@@ -69,6 +69,13 @@ SECOND = f"/list/{LIST}/message/{message_id_hash('<second@example.org>')}/"
 THREAD = f"/list/{LIST}/thread/{message_id_hash('<root@example.org>')}/"
 
 
+def new_thread_form(site, reader=MEMBER):
+    """``(browser, form)``: ``reader`` logged in, before the list's new-thread form."""
+    app = TestApp(site)
+    log_in(app, reader)
+    return app, app.get(f"/list/{LIST}/new").forms["compose-form"]
+
+
 def test_anonymous_readers_are_asked_to_log_in_or_sign_up(site, mailman):
     page = TestApp(site).get(SECOND + "reply", status=403)
     assert page.forms["login-form"]["came_from"].value == SECOND + "reply"
@@ -99,17 +106,22 @@ def test_a_member_replies_with_the_whole_reference_chain(site, mailman, smtp):
     assert mail.get_content().startswith("GCC 13.")
 
 
+def reply_archived(site, message_id, sender, day, body):
+    """Archive a reply to the thread's first message; ``(its page's path, the id it is stored under)``."""
+    with prepare(registry=site.registry) as env:
+        reply = archive_message(env["root"].lists[LIST], make_message(
+            message_id=message_id, subject="Re: Build broken", sender=sender,
+            date=datetime(2024, 1, day, tzinfo=timezone.utc), in_reply_to="<root@example.org>",
+            references=["<root@example.org>"], body=body))
+        transaction.commit()
+        return f"/list/{LIST}/message/{reply.__name__}/", reply.message_id
+
+
 def test_a_reply_to_a_post_kept_under_a_derived_id_names_the_id_the_post_came_with(site, mailman, smtp):
     # Another post reusing <second@example.org>: the archive keeps it under
     # an id of its own making, which no mail client knows.
-    with prepare(registry=site.registry) as env:
-        reuser = archive_message(env["root"].lists[LIST], make_message(
-            message_id="<second@example.org>", subject="Re: Build broken", sender=("Cy", "cy@example.org"),
-            date=datetime(2024, 1, 4, tzinfo=timezone.utc), in_reply_to="<root@example.org>",
-            references=["<root@example.org>"], body="Clang 17 here.\n"))
-        transaction.commit()
-        path = f"/list/{LIST}/message/{reuser.__name__}/"
-        assert reuser.message_id != "second@example.org"
+    path, stored_as = reply_archived(site, "<second@example.org>", ("Cy", "cy@example.org"), 4, "Clang 17 here.\n")
+    assert stored_as != "second@example.org"
     app = TestApp(site)
     log_in(app, MEMBER)
     form = app.get(path + "reply").forms["compose-form"]
@@ -150,9 +162,7 @@ def test_no_post_is_offered_to_a_list_mailman_no_longer_has_and_one_not_archived
 
 def test_headers_cannot_be_injected_through_subject_or_name(site, mailman, smtp):
     mailman.add_user(MEMBER, "Mia\r\nBcc: victim@example.org", roles=[(LIST, "member")])
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    _, form = new_thread_form(site)
     form["subject"] = "Hello\r\nBcc: victim@example.org\r\n\r\nInjected body"
     form["body"] = "Real body.\n"
     form.submit(status=303)
@@ -189,9 +199,7 @@ def test_no_header_is_forged_through_an_encoded_line_break(site, mailman, smtp, 
     # From naming another sender (a name Mailman holds, changed after sign-up).
     if where == "name":
         mailman.add_user(MEMBER, f"Mia {encoded}", roles=[(LIST, "member")])
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    _, form = new_thread_form(site)
     form["subject"] = f"Hello {encoded}" if where == "subject" else "Hello"
     form["body"] = "Real body.\n"
     refused = form.submit(status=400)
@@ -234,9 +242,7 @@ def test_a_non_member_is_told_what_subscribing_means(site, mailman, smtp):
 
 
 def test_empty_posts_are_refused_and_the_form_keeps_what_was_typed(site, mailman, smtp):
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    _, form = new_thread_form(site)
     form["subject"] = "A subject only"
     form["body"] = "   "
     page = form.submit(status=400)
@@ -246,9 +252,7 @@ def test_empty_posts_are_refused_and_the_form_keeps_what_was_typed(site, mailman
 
 
 def test_a_body_line_starting_with_from_reaches_the_list_as_typed(site, mailman, smtp):
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    _, form = new_thread_form(site)
     form["subject"] = "Reading the patch"
     form["body"] = "From what I see, it works.\nFrom here on, too.\n"
     form.submit(status=303)
@@ -292,13 +296,16 @@ class OddSMTPServer(threading.Thread):
                     say("250 ok")
 
 
-def test_mail_the_smtp_server_accepted_is_told_sent_whatever_it_answers_to_quit(site, mailman, monkeypatch):
-    server = OddSMTPServer(quit="421 closing at once")
+def form_sent_through(site, monkeypatch, **answers):
+    """``(server, form)``: an ``OddSMTPServer`` answering so, which posts go to, and a member's new-thread form."""
+    server = OddSMTPServer(**answers)
     server.start()
     monkeypatch.setitem(site.registry.settings, "kittypyr.smtp_port", str(server.port))
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    return server, new_thread_form(site)[1]
+
+
+def test_mail_the_smtp_server_accepted_is_told_sent_whatever_it_answers_to_quit(site, mailman, monkeypatch):
+    server, form = form_sent_through(site, monkeypatch, quit="421 closing at once")
     form["subject"] = "Queued once"
     form["body"] = "Sent once.\n"
     form.submit(status=303)
@@ -308,9 +315,7 @@ def test_mail_the_smtp_server_accepted_is_told_sent_whatever_it_answers_to_quit(
 
 def test_a_form_sent_twice_sends_one_mail(site, mailman, smtp):
     # A reload after sending, or the Back button and Send again.
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    app, form = new_thread_form(site)
     form["subject"], form["body"] = "Only once", "Said once.\n"
     form.submit(status=303)
     again = form.submit(status=303).follow()
@@ -332,19 +337,14 @@ def test_a_reply_to_a_message_deleted_meanwhile_is_not_sent_and_its_text_is_show
     from kittypyr import moderation
     from kittypyr.security import User
 
-    with prepare(registry=site.registry) as env:
-        doomed = archive_message(env["root"].lists[LIST], make_message(
-            message_id="<doomed@example.org>", subject="Re: Build broken", sender=("Dan", "dan@example.org"),
-            date=datetime(2024, 1, 5, tzinfo=timezone.utc), in_reply_to="<root@example.org>",
-            references=["<root@example.org>"], body="Spam, really.\n"))
-        transaction.commit()
-        path = f"/list/{LIST}/message/{doomed.__name__}/"
+    path, _ = reply_archived(site, "<doomed@example.org>", ("Dan", "dan@example.org"), 5, "Spam, really.\n")
+    doomed = message_id_hash("<doomed@example.org>")
     app = TestApp(site)
     log_in(app, MEMBER)
     form = app.get(path + "reply").forms["compose-form"]
     form["body"] = "A long answer I spent an hour on.\n"
     with prepare(registry=site.registry) as env:
-        moderation.delete_messages(env["root"].lists[LIST], [doomed.__name__], User("admin@example.org", "Admin"),
+        moderation.delete_messages(env["root"].lists[LIST], [doomed], User("admin@example.org", "Admin"),
                                    registry=site.registry)
         transaction.commit()
     gone = form.submit(status=410)
@@ -382,12 +382,7 @@ def test_a_reader_can_send_only_so_many_posts_in_a_while(tmp_path, mailman, smtp
 
 
 def test_a_post_the_smtp_server_refuses_for_good_says_why_and_keeps_the_text(site, mailman, monkeypatch):
-    server = OddSMTPServer(rcpt="550 5.7.1 relaying denied for dev@lists.example.org")
-    server.start()
-    monkeypatch.setitem(site.registry.settings, "kittypyr.smtp_port", str(server.port))
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    server, form = form_sent_through(site, monkeypatch, rcpt="550 5.7.1 relaying denied for dev@lists.example.org")
     form["subject"], form["body"] = "Refused", "Kept here.\n"
     refused = form.submit(status=502)
     assert "refused your message" in refused.text and "relaying denied" in refused.text
@@ -431,9 +426,7 @@ def test_posting_needs_the_form_token(site, mailman, smtp):
 
 def test_an_unreachable_smtp_server_keeps_the_message_in_the_form(site, mailman, monkeypatch):
     monkeypatch.setitem(site.registry.settings, "kittypyr.smtp_port", "1")
-    app = TestApp(site)
-    log_in(app, MEMBER)
-    form = app.get(f"/list/{LIST}/new").forms["compose-form"]
+    _, form = new_thread_form(site)
     form["subject"], form["body"] = "Lost?", "Not lost.\n"
     page = form.submit(status=503)
     assert "could not be sent" in page.text
